@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+//
+// The xTalk Swift SDK: talk to xTalk radios over Bluetooth Low Energy.
+//
+// Module graph (arrow = imports), with no cycle:
+//   XTalkBleSdk          public client, sans-I/O protocol core, backend seam
+//   XTalkCrypto          Ed25519 + CSPRNG seam (CryptoKit / system libcrypto)
+//   XTalkDeviceAuthSdk → XTalkCrypto
+//   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
+//   xtalk              → all of the above
+//
+// No dependency outside the Swift toolchain. On Linux, libcrypto.so.3 is
+// loaded at run time (dlopen), so no -dev package and no linker flags are needed.
+
+import PackageDescription
+
+let package = Package(
+    name: "xtalk-swift-sdk",
+    platforms: [.iOS(.v16), .macOS(.v13)],
+    products: [
+        .library(name: "XTalkBleSdk", targets: ["XTalkBleSdk"]),
+        .library(name: "XTalkDeviceAuthSdk", targets: ["XTalkDeviceAuthSdk"]),
+        .library(name: "XTalkSimulator", targets: ["XTalkSimulator"]),
+        .executable(name: "xtalk", targets: ["xtalk"]),
+    ],
+    targets: [
+        .target(name: "XTalkBleSdk"),
+        .target(name: "XTalkCrypto"),
+        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkCrypto"]),
+        .target(name: "XTalkSimulator", dependencies: ["XTalkBleSdk", "XTalkCrypto"]),
+        .executableTarget(
+            name: "xtalk",
+            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]
+        ),
+        .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto"]),
+        .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,78 @@
+import Foundation
+
+/// The text encoding of AT lines on the passthrough (PROTOCOL.md section 4).
+///
+/// The device's firmware uses exactly one encoding in both directions; the
+/// client's default is `.xor`.
+public enum XTalkAtEncoding: String, Sendable, Hashable, CaseIterable {
+    /// ASCII bytes as they are.
+    case plain
+    /// Every byte, terminator included, XOR-ed with 0x5A.
+    case xor
+}
+
+/// How `runAtCommand` decides that a response is complete.
+public enum XTalkAtResponseMode: Sendable, Hashable {
+    /// Completes at the final result code (`OK`, `ERROR`, `+CME ERROR:…`, `+ERR:…`);
+    /// throws `.timeout` when none arrives in time.
+    case automatic
+    /// Collects every non-URC line until the timeout and returns them
+    /// (possibly none) without throwing `.timeout`.
+    case collectUntilTimeout
+}
+
+/// Radio metadata of a received (`+DI:`) or failed (`+CRCERR:`) frame.
+///
+/// Every field is optional: a key the device did not report stays nil.
+public struct XTalkDiMeta: Sendable, Hashable {
+    public var diCnt: Int?
+    public var len: Int?
+    public var slot: Int?
+    public var snr: Int?
+    public var rssi: Int?
+    public var localSnr: Int?
+    public var localRssi: Int?
+    public var remoteSnr: Int?
+    public var remoteRssi: Int?
+    public var txp: Int?
+
+    public init(
+        diCnt: Int? = nil,
+        len: Int? = nil,
+        slot: Int? = nil,
+        snr: Int? = nil,
+        rssi: Int? = nil,
+        localSnr: Int? = nil,
+        localRssi: Int? = nil,
+        remoteSnr: Int? = nil,
+        remoteRssi: Int? = nil,
+        txp: Int? = nil
+    ) {
+        self.diCnt = diCnt
+        self.len = len
+        self.slot = slot
+        self.snr = snr
+        self.rssi = rssi
+        self.localSnr = localSnr
+        self.localRssi = localRssi
+        self.remoteSnr = remoteSnr
+        self.remoteRssi = remoteRssi
+        self.txp = txp
+    }
+}
+
+/// Everything the client reports, in the order it happened.
+public enum XTalkBleEvent: Sendable, Hashable {
+    /// The scan/connection state changed.
+    case connectionStateChanged(XTalkConnectionState)
+    /// A decoded, printable AT line (every line, URCs and responses alike).
+    case atLine(String)
+    /// The radio finished a transmission (`+SENDFIN:`).
+    case sendFinished
+    /// A radio frame was received (`+DI:`): its payload and metadata.
+    case diPayload(Data, XTalkDiMeta)
+    /// A radio frame failed its CRC (`+CRCERR:`): its metadata and the raw line.
+    case crcError(XTalkDiMeta, String)
+    /// Bytes that are not a printable AT line (still encoded, as received).
+    case passthroughRaw(Data)
+}

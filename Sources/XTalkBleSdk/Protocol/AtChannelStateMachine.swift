@@ -1,0 +1,602 @@
+import Foundation
+
+/// Identifies one operation submitted to the AT channel (a command, an RF send
+/// or an exclusive session). A granted session is identified by its request.
+struct ChannelRequestID: Hashable, Sendable, CustomStringConvertible {
+    let raw: UInt64
+    var description: String { "req#\(raw)" }
+}
+
+/// Identifies a timer the channel asked its driver to run.
+struct ChannelTimerID: Hashable, Sendable, CustomStringConvertible {
+    let raw: UInt64
+    var description: String { "timer#\(raw)" }
+}
+
+/// Identifies one encoded line handed to the driver for writing.
+struct ChannelWriteID: Hashable, Sendable, CustomStringConvertible {
+    let raw: UInt64
+    var description: String { "write#\(raw)" }
+}
+
+/// What the channel reports to the client's event fan-out, in order.
+enum ChannelEvent: Equatable, Sendable {
+    /// Every decoded printable line; `sensitive` when it belongs to a command
+    /// sent with `log: false` (it must stay out of logs, not out of events).
+    case line(String, sensitive: Bool)
+    case radioFrame(Data, XTalkDiMeta)
+    case crcError(XTalkDiMeta, String)
+    /// A `+SENDFIN:` line (the event is `.sendFinished`; observers get the line).
+    case sendFinished(String)
+    case raw(Data)
+}
+
+/// What the driver must do, in order, after feeding the channel an event.
+enum ChannelAction: Equatable, Sendable {
+    /// Write one whole encoded line; report `writeCompleted`/`writeFailed` for it.
+    case write(ChannelWriteID, [UInt8], sensitive: Bool)
+    /// Run a timer and report `timerFired` when it expires (unless cancelled).
+    case startTimer(ChannelTimerID, Duration)
+    case cancelTimer(ChannelTimerID)
+    /// Complete a command with its response lines (an RF send with `[]`).
+    case succeed(ChannelRequestID, [String])
+    case fail(ChannelRequestID, XTalkBleError)
+    /// An exclusive session now owns the channel; report `sessionEnded` when done.
+    case grantSession(ChannelRequestID)
+    case emit(ChannelEvent)
+}
+
+/// The AT channel of PROTOCOL.md sections 5–7 as a value-type state machine.
+///
+/// One FIFO queue serializes AT commands, RF sends and exclusive sessions.
+/// The machine frames received bytes into lines, classifies them, removes the
+/// echo, completes commands at their final result code (`.automatic`) or at
+/// the end of their window (`.collectUntilTimeout`), waits for `+SENDFIN:`
+/// after an accepted `AT+SEND=`, opens isolation windows for no-wait
+/// operations, and quarantines the channel (drain until quiet) after a
+/// timeout, a cancellation or a failed write, so that late lines never reach
+/// the next command.
+///
+/// It does no I/O and reads no clock: events go in through the mutating
+/// methods, and every method returns the actions the driver must perform, in
+/// order, after the call returns. One machine serves one connection; after
+/// `disconnected(_:)` it is closed and everything pending has failed.
+struct AtChannelStateMachine {
+    /// Quiet time that ends a drain (PROTOCOL.md section 6).
+    static let defaultDrainQuiet: Duration = .milliseconds(150)
+    /// Upper bound of a drain.
+    static let defaultDrainBound: Duration = .seconds(1)
+
+    enum ResponseMode: Equatable, Sendable {
+        case automatic
+        case collectUntilTimeout
+    }
+
+    /// An operation waiting in the queue.
+    private struct Pending {
+        enum Kind {
+            case command(text: String, timeout: Duration, mode: ResponseMode, log: Bool)
+            case send(text: String, timeout: Duration)
+            case session
+        }
+        let id: ChannelRequestID
+        /// The exclusive session this operation belongs to, if any.
+        var owner: ChannelRequestID?
+        let kind: Kind
+    }
+
+    /// An operation that owns the wire.
+    private struct Transaction {
+        enum Kind {
+            case command(mode: ResponseMode, log: Bool)
+            /// `accepted` once the device answered `OK` to `AT+SEND=`.
+            case send(accepted: Bool)
+        }
+        let id: ChannelRequestID
+        let text: String
+        var kind: Kind
+        let timer: ChannelTimerID
+        var lines: [String] = []
+        var responseStarted = false
+        var sawFinalCode = false
+        var sawRaw = false
+    }
+
+    /// A no-wait operation's isolation window.
+    private struct Isolation {
+        enum Kind {
+            case command
+            case send
+        }
+        let kind: Kind
+        let timer: ChannelTimerID
+    }
+
+    /// The quarantine after a timeout, cancellation or failed write.
+    private struct Drain {
+        /// Runs while nothing attributable arrives; nil while our own write is
+        /// still going out (the device cannot have answered it yet).
+        var quietTimer: ChannelTimerID?
+        let boundTimer: ChannelTimerID
+    }
+
+    private enum State {
+        /// Nothing on the wire. → `.transaction` (the queue's next operation),
+        /// → `.isolation` (a no-wait operation), → `.closed`.
+        case idle
+        /// A command or RF send owns the wire. → `.idle` (completed),
+        /// → `.draining` (timeout, cancellation, write failure, unclean window), → `.closed`.
+        case transaction(Transaction)
+        /// A no-wait operation's window. → `.idle` (its result arrived),
+        /// → `.draining` (timeout or write failure), → `.closed`.
+        case isolation(Isolation)
+        /// Lines are events only until the channel has been quiet.
+        /// → `.idle`, → `.closed`.
+        case draining(Drain)
+        /// The connection is gone; terminal.
+        case closed(XTalkBleError)
+    }
+
+    private var state: State = .idle
+    private var queue: [Pending] = []
+    private var activeSession: ChannelRequestID?
+    private var framer: LineFramer
+    /// The line being written, if any; drains wait for it to finish.
+    private var outstandingWrite: ChannelWriteID?
+    /// True when the framer held a partial line as the current operation began:
+    /// the unit that completes it arrived (in part) before our first byte.
+    private var staleTail = false
+    private var nextID: UInt64 = 0
+    private var units: [FramedUnit] = []
+    private let drainQuiet: Duration
+    private let drainBound: Duration
+
+    init(
+        encoding: XTalkAtEncoding,
+        drainQuiet: Duration = Self.defaultDrainQuiet,
+        drainBound: Duration = Self.defaultDrainBound
+    ) {
+        framer = LineFramer(encoding: encoding)
+        self.drainQuiet = drainQuiet
+        self.drainBound = drainBound
+    }
+
+    // MARK: Introspection (for the driver and tests)
+
+    var encoding: XTalkAtEncoding { framer.encoding }
+
+    /// True when nothing is on the wire, queued, or holding the channel.
+    var isIdle: Bool {
+        if case .idle = state { return queue.isEmpty && activeSession == nil }
+        return false
+    }
+
+    var isClosed: Bool {
+        if case .closed = state { return true }
+        return false
+    }
+
+    var isDraining: Bool {
+        if case .draining = state { return true }
+        return false
+    }
+
+    /// The exclusive session that owns the channel, if any.
+    var currentSession: ChannelRequestID? { activeSession }
+
+    /// Number of operations waiting in the queue.
+    var queuedCount: Int { queue.count }
+
+    // MARK: Submitting work
+
+    /// Queues an AT command. `text` must already be validated; `owner` is the
+    /// caller's exclusive session, if it holds one.
+    mutating func submitCommand(
+        _ text: String, timeout: Duration, mode: ResponseMode, log: Bool, owner: ChannelRequestID?
+    ) -> (ChannelRequestID, [ChannelAction]) {
+        submit(.command(text: text, timeout: timeout, mode: mode, log: log), owner: owner)
+    }
+
+    /// Queues an RF send. `hexPayload` is the validated payload as uppercase hex.
+    mutating func submitSend(
+        hexPayload: String, timeout: Duration, owner: ChannelRequestID?
+    ) -> (ChannelRequestID, [ChannelAction]) {
+        submit(.send(text: "AT+SEND=" + hexPayload, timeout: timeout), owner: owner)
+    }
+
+    /// Queues an exclusive session; `grantSession` tells when it owns the channel.
+    /// Nested sessions are run inline by the caller and never reach the machine.
+    mutating func submitSession() -> (ChannelRequestID, [ChannelAction]) {
+        submit(.session, owner: nil)
+    }
+
+    private mutating func submit(_ kind: Pending.Kind, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction]) {
+        let id = ChannelRequestID(raw: makeID())
+        var actions: [ChannelAction] = []
+        if case .closed(let error) = state {
+            actions.append(.fail(id, error))
+            return (id, actions)
+        }
+        // Only the session that holds the channel can own work; a stale owner
+        // (an ended session) makes the operation an ordinary one.
+        let owner = (owner != nil && owner == activeSession) ? owner : nil
+        queue.append(Pending(id: id, owner: owner, kind: kind))
+        pump(into: &actions)
+        return (id, actions)
+    }
+
+    /// Writes a no-wait AT command and opens its isolation window, which ends
+    /// at the final result code or after `window`. Throws `.busy` when a
+    /// transaction, window, drain, or another caller's session is active
+    /// (`.notConnected` once closed).
+    mutating func startNoWaitCommand(
+        _ text: String, window: Duration, owner: ChannelRequestID?
+    ) throws(XTalkBleError) -> [ChannelAction] {
+        try startNoWait(text: text, kind: .command, window: window, owner: owner)
+    }
+
+    /// Writes a no-wait `AT+SEND=` and opens its isolation window, which ends
+    /// at `+SENDFIN:`, at an error result, or after `window`. Throws as
+    /// `startNoWaitCommand`.
+    mutating func startNoWaitSend(
+        hexPayload: String, window: Duration, owner: ChannelRequestID?
+    ) throws(XTalkBleError) -> [ChannelAction] {
+        try startNoWait(text: "AT+SEND=" + hexPayload, kind: .send, window: window, owner: owner)
+    }
+
+    private mutating func startNoWait(
+        text: String, kind: Isolation.Kind, window: Duration, owner: ChannelRequestID?
+    ) throws(XTalkBleError) -> [ChannelAction] {
+        switch state {
+        case .closed: throw .notConnected
+        case .transaction, .isolation, .draining: throw .busy
+        case .idle: break
+        }
+        if let session = activeSession, session != owner { throw .busy }
+        var actions: [ChannelAction] = []
+        let timer = ChannelTimerID(raw: makeID())
+        write(text, sensitive: false, into: &actions)
+        actions.append(.startTimer(timer, window))
+        state = .isolation(Isolation(kind: kind, timer: timer))
+        return actions
+    }
+
+    // MARK: Events from the driver
+
+    /// Bytes received on the passthrough (RX notifications), in any chunking.
+    mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction] {
+        if case .closed = state { return [] }  // nothing of an old connection is delivered
+        units.removeAll(keepingCapacity: true)
+        framer.feed(bytes, into: &units)
+        var actions: [ChannelAction] = []
+        for unit in units {
+            let stale = staleTail
+            staleTail = false
+            switch unit {
+            case .raw(let data):
+                actions.append(.emit(.raw(data)))
+                rawReceived(stale: stale, into: &actions)
+            case .line(let line):
+                lineReceived(line, stale: stale, into: &actions)
+            }
+        }
+        return actions
+    }
+
+    /// The driver finished writing a line.
+    mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] {
+        guard outstandingWrite == id else { return [] }
+        outstandingWrite = nil
+        var actions: [ChannelAction] = []
+        if case .draining(var drain) = state, drain.quietTimer == nil {
+            drain.quietTimer = startTimer(drainQuiet, into: &actions)
+            state = .draining(drain)
+        }
+        return actions
+    }
+
+    /// The driver could not write a line (the link refused it or went away).
+    mutating func writeFailed(_ id: ChannelWriteID, reason: String) -> [ChannelAction] {
+        guard outstandingWrite == id else { return [] }
+        outstandingWrite = nil
+        var actions: [ChannelAction] = []
+        switch state {
+        case .transaction(let transaction):
+            actions.append(.cancelTimer(transaction.timer))
+            actions.append(.fail(transaction.id, .writeFailed(reason)))
+            startDrain(into: &actions)
+        case .isolation(let isolation):
+            actions.append(.cancelTimer(isolation.timer))
+            startDrain(into: &actions)
+        case .draining(var drain):
+            if drain.quietTimer == nil {
+                drain.quietTimer = startTimer(drainQuiet, into: &actions)
+                state = .draining(drain)
+            }
+        case .idle, .closed:
+            break
+        }
+        return actions
+    }
+
+    /// A timer the machine started has expired.
+    mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction] {
+        var actions: [ChannelAction] = []
+        switch state {
+        case .transaction(let transaction) where transaction.timer == id:
+            switch transaction.kind {
+            case .command(.collectUntilTimeout, _):
+                actions.append(.succeed(transaction.id, transaction.lines))
+                // A window that ended cleanly needs no quarantine; garbage,
+                // a missing final code or a partial line might be followed by more.
+                if transaction.sawFinalCode && !transaction.sawRaw && !framer.hasPartialLine {
+                    becomeIdle(into: &actions)
+                } else {
+                    startDrain(into: &actions)
+                }
+            case .command(.automatic, _), .send:
+                actions.append(.fail(transaction.id, .timeout))
+                startDrain(into: &actions)
+            }
+        case .isolation(let isolation) where isolation.timer == id:
+            startDrain(into: &actions)
+        case .draining(var drain):
+            if drain.boundTimer == id {
+                if let quiet = drain.quietTimer { actions.append(.cancelTimer(quiet)) }
+                becomeIdle(into: &actions)
+            } else if drain.quietTimer == id {
+                if framer.hasPartialLine {
+                    // A line is still arriving: it is not quiet yet.
+                    drain.quietTimer = startTimer(drainQuiet, into: &actions)
+                    state = .draining(drain)
+                } else {
+                    actions.append(.cancelTimer(drain.boundTimer))
+                    becomeIdle(into: &actions)
+                }
+            }
+        case .idle, .transaction, .isolation, .closed:
+            break  // a timer that was cancelled or belongs to an earlier state
+        }
+        return actions
+    }
+
+    /// The caller of an operation was cancelled. A queued operation is removed;
+    /// an active one fails and the channel is drained. Unknown or finished
+    /// requests are ignored, so every request completes exactly once.
+    mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction] {
+        var actions: [ChannelAction] = []
+        if let index = queue.firstIndex(where: { $0.id == id }) {
+            queue.remove(at: index)
+            actions.append(.fail(id, .cancelled))
+            return actions
+        }
+        if case .transaction(let transaction) = state, transaction.id == id {
+            actions.append(.cancelTimer(transaction.timer))
+            actions.append(.fail(id, .cancelled))
+            startDrain(into: &actions)
+        }
+        return actions
+    }
+
+    /// The closure of a granted exclusive session returned.
+    mutating func sessionEnded(_ id: ChannelRequestID) -> [ChannelAction] {
+        guard activeSession == id else { return [] }
+        activeSession = nil
+        // Work the session left behind (a misbehaving child task) joins the
+        // ordinary FIFO at its original position.
+        for index in queue.indices where queue[index].owner == id { queue[index].owner = nil }
+        var actions: [ChannelAction] = []
+        pump(into: &actions)
+        return actions
+    }
+
+    /// Switches the encoding for later writes and reads; the partial line the
+    /// framer held is discarded (PROTOCOL.md section 4).
+    mutating func setEncoding(_ encoding: XTalkAtEncoding) {
+        framer.reset(encoding: encoding)
+        staleTail = false
+    }
+
+    /// The link is gone: everything pending fails with `error`, buffered bytes
+    /// are discarded, and the machine is closed for good.
+    mutating func disconnected(_ error: XTalkBleError) -> [ChannelAction] {
+        var actions: [ChannelAction] = []
+        switch state {
+        case .closed:
+            return []
+        case .transaction(let transaction):
+            actions.append(.cancelTimer(transaction.timer))
+            actions.append(.fail(transaction.id, error))
+        case .isolation(let isolation):
+            actions.append(.cancelTimer(isolation.timer))
+        case .draining(let drain):
+            if let quiet = drain.quietTimer { actions.append(.cancelTimer(quiet)) }
+            actions.append(.cancelTimer(drain.boundTimer))
+        case .idle:
+            break
+        }
+        for pending in queue { actions.append(.fail(pending.id, error)) }
+        queue.removeAll()
+        activeSession = nil
+        outstandingWrite = nil
+        staleTail = false
+        framer.reset()
+        state = .closed(error)
+        return actions
+    }
+
+    // MARK: Internals
+
+    private mutating func lineReceived(_ line: String, stale: Bool, into actions: inout [ChannelAction]) {
+        let lineClass = LineClassifier.classify(line)
+        let sensitive: Bool
+        if case .transaction(let transaction) = state, case .command(_, log: false) = transaction.kind,
+            !lineClass.isUnsolicited, !stale {
+            sensitive = true
+        } else {
+            sensitive = false
+        }
+        actions.append(.emit(.line(line, sensitive: sensitive)))
+        switch lineClass {
+        case .radioFrame(let payload, let meta):
+            actions.append(.emit(.radioFrame(payload, meta)))
+        case .crcError(let meta):
+            actions.append(.emit(.crcError(meta, line)))
+        case .sendFinished(let failure):
+            actions.append(.emit(.sendFinished(line)))
+            sendFinished(failure: failure, into: &actions)
+        case .malformedRadioFrame, .malformedCrcError, .ready:
+            break
+        case .response(let finalCode):
+            if !stale { responseLine(line, finalCode: finalCode, into: &actions) }
+        }
+    }
+
+    private mutating func responseLine(_ line: String, finalCode: FinalResultCode?, into actions: inout [ChannelAction]) {
+        switch state {
+        case .transaction(var transaction):
+            let isEcho = !transaction.responseStarted && line == transaction.text
+            transaction.responseStarted = true
+            if isEcho {
+                state = .transaction(transaction)
+                return
+            }
+            switch transaction.kind {
+            case .command(let mode, _):
+                transaction.lines.append(line)
+                if finalCode != nil { transaction.sawFinalCode = true }
+                if mode == .automatic && finalCode != nil {
+                    actions.append(.cancelTimer(transaction.timer))
+                    actions.append(.succeed(transaction.id, transaction.lines))
+                    becomeIdle(into: &actions)
+                } else {
+                    state = .transaction(transaction)
+                }
+            case .send(accepted: false):
+                switch finalCode {
+                case .ok:
+                    transaction.kind = .send(accepted: true)
+                    state = .transaction(transaction)
+                case .error:
+                    actions.append(.cancelTimer(transaction.timer))
+                    actions.append(.fail(transaction.id, .writeFailed("the device rejected the frame: \(line)")))
+                    becomeIdle(into: &actions)
+                case nil:
+                    state = .transaction(transaction)
+                }
+            case .send(accepted: true):
+                state = .transaction(transaction)
+            }
+        case .isolation(let isolation):
+            switch (isolation.kind, finalCode) {
+            case (.command, .some), (.send, .error):
+                // The no-wait operation's result arrived: the window closes.
+                actions.append(.cancelTimer(isolation.timer))
+                becomeIdle(into: &actions)
+            case (.command, nil), (.send, nil), (.send, .ok):
+                break
+            }
+        case .draining(var drain):
+            restartQuiet(&drain, into: &actions)
+            state = .draining(drain)
+        case .idle, .closed:
+            break
+        }
+    }
+
+    private mutating func sendFinished(failure: String?, into actions: inout [ChannelAction]) {
+        switch state {
+        case .transaction(let transaction):
+            // Only after our `OK`: an earlier `+SENDFIN:` belongs to an older frame.
+            guard case .send(accepted: true) = transaction.kind else { return }
+            actions.append(.cancelTimer(transaction.timer))
+            if let failure {
+                actions.append(.fail(transaction.id, .writeFailed("the radio could not send the frame: \(failure)")))
+            } else {
+                actions.append(.succeed(transaction.id, []))
+            }
+            becomeIdle(into: &actions)
+        case .isolation(let isolation) where isolation.kind == .send:
+            actions.append(.cancelTimer(isolation.timer))
+            becomeIdle(into: &actions)
+        case .idle, .isolation, .draining, .closed:
+            break
+        }
+    }
+
+    private mutating func rawReceived(stale: Bool, into actions: inout [ChannelAction]) {
+        switch state {
+        case .transaction(var transaction) where !stale:
+            transaction.sawRaw = true
+            state = .transaction(transaction)
+        case .draining(var drain):
+            restartQuiet(&drain, into: &actions)
+            state = .draining(drain)
+        case .idle, .transaction, .isolation, .closed:
+            break
+        }
+    }
+
+    private mutating func restartQuiet(_ drain: inout Drain, into actions: inout [ChannelAction]) {
+        guard let quiet = drain.quietTimer else { return }  // still writing: the clock has not started
+        actions.append(.cancelTimer(quiet))
+        drain.quietTimer = startTimer(drainQuiet, into: &actions)
+    }
+
+    private mutating func startDrain(into actions: inout [ChannelAction]) {
+        let bound = startTimer(drainBound, into: &actions)
+        let quiet = outstandingWrite == nil ? startTimer(drainQuiet, into: &actions) : nil
+        state = .draining(Drain(quietTimer: quiet, boundTimer: bound))
+    }
+
+    private mutating func becomeIdle(into actions: inout [ChannelAction]) {
+        state = .idle
+        pump(into: &actions)
+    }
+
+    /// Starts the next eligible operation while the wire is free.
+    private mutating func pump(into actions: inout [ChannelAction]) {
+        guard case .idle = state else { return }
+        while let index = nextEligibleIndex() {
+            let pending = queue.remove(at: index)
+            switch pending.kind {
+            case .session:
+                activeSession = pending.id
+                actions.append(.grantSession(pending.id))
+            case .command(let text, let timeout, let mode, let log):
+                let timer = startTimer(timeout, into: &actions)
+                write(text, sensitive: !log, into: &actions)
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer))
+                return
+            case .send(let text, let timeout):
+                let timer = startTimer(timeout, into: &actions)
+                write(text, sensitive: false, into: &actions)
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer))
+                return
+            }
+        }
+    }
+
+    private func nextEligibleIndex() -> Int? {
+        guard let session = activeSession else { return queue.isEmpty ? nil : 0 }
+        return queue.firstIndex { $0.owner == session }
+    }
+
+    private mutating func write(_ text: String, sensitive: Bool, into actions: inout [ChannelAction]) {
+        let id = ChannelWriteID(raw: makeID())
+        outstandingWrite = id
+        staleTail = framer.hasPartialLine
+        actions.append(.write(id, framer.encoding.encodeLine(text), sensitive: sensitive))
+    }
+
+    private mutating func startTimer(_ duration: Duration, into actions: inout [ChannelAction]) -> ChannelTimerID {
+        let id = ChannelTimerID(raw: makeID())
+        actions.append(.startTimer(id, duration))
+        return id
+    }
+
+    private mutating func makeID() -> UInt64 {
+        nextID += 1
+        return nextID
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+
+/// Hexadecimal text as PROTOCOL.md uses it: the host writes uppercase, and
+/// accepts either case. Decoding never truncates: odd length or a non-hex
+/// character rejects the whole text.
+enum Hex {
+    private static let upperDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+    /// Uppercase hex of `bytes`.
+    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(upperDigits[Int(byte >> 4)])
+            out.append(upperDigits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The value of one hex digit, or nil.
+    @inline(__always)
+    static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c &- 0x30
+        case 0x41...0x46: c &- 0x37
+        case 0x61...0x66: c &- 0x57
+        default: nil
+        }
+    }
+
+    /// Decodes hex digits (either case); nil for odd length or any non-hex character.
+    static func decode(_ digits: some Collection<UInt8>) -> [UInt8]? {
+        guard digits.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(digits.count / 2)
+        var high: UInt8? = nil
+        for c in digits {
+            guard let value = nibble(c) else { return nil }
+            if let h = high {
+                out.append(h << 4 | value)
+                high = nil
+            } else {
+                high = value
+            }
+        }
+        return out
+    }
+}

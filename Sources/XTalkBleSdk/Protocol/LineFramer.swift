@@ -1,0 +1,141 @@
+import Foundation
+
+/// One unit the framer cuts out of the received byte stream.
+enum FramedUnit: Equatable, Sendable {
+    /// A decoded line of printable ASCII (tab allowed), terminator stripped.
+    case line(String)
+    /// Bytes that are not a printable line, still encoded, as received: an
+    /// overflowed line's first 4096 bytes, or a non-printable line with its
+    /// terminator.
+    case raw(Data)
+}
+
+/// The incremental bytes-to-lines rules of PROTOCOL.md section 4.
+///
+/// Bytes arrive in any chunking (part of a line, one line, several lines); the
+/// framer keeps the unterminated tail between calls and yields exactly the same
+/// units for every split of the same stream. It decodes per byte (both
+/// encodings are stateless), accepts CR LF and bare LF, ignores empty lines,
+/// and bounds a line at 4096 bytes: a 4097th byte that is not a terminator
+/// flushes the 4096 buffered bytes as `.raw` and starts a new line with itself.
+/// A CR in position 4097 may still be the first half of a CR LF terminator, so
+/// it is held until the next byte decides.
+struct LineFramer {
+    /// The longest line, terminator excluded.
+    static let maxLineLength = 4096
+
+    private(set) var encoding: XTalkAtEncoding
+    /// The raw (still encoded) bytes of the unterminated line.
+    private var pending: [UInt8] = []
+    /// Scratch space for decoding one line, reused to avoid allocations.
+    private var scratch: [UInt8] = []
+
+    init(encoding: XTalkAtEncoding) {
+        self.encoding = encoding
+        pending.reserveCapacity(256)
+        scratch.reserveCapacity(256)
+    }
+
+    /// True when bytes of an unterminated line are buffered.
+    var hasPartialLine: Bool { !pending.isEmpty }
+
+    /// Switches the encoding and discards the buffered partial line.
+    mutating func reset(encoding: XTalkAtEncoding) {
+        self.encoding = encoding
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Discards the buffered partial line (a disconnect).
+    mutating func reset() {
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    /// Feeds received bytes; appends every completed unit to `units`, in order.
+    mutating func feed(_ bytes: some Collection<UInt8>, into units: inout [FramedUnit]) {
+        let handled: Void? = bytes.withContiguousStorageIfAvailable { feed(buffer: $0, into: &units) }
+        if handled == nil {
+            let copy = Array(bytes)
+            copy.withUnsafeBufferPointer { feed(buffer: $0, into: &units) }
+        }
+    }
+
+    private mutating func feed(buffer: UnsafeBufferPointer<UInt8>, into units: inout [FramedUnit]) {
+        let key = encoding.key
+        let lf = 0x0A ^ key
+        var start = 0
+        let end = buffer.count
+        while start < end {
+            // Scan the still-encoded bytes for the encoded LF: no per-byte decode needed to find lines.
+            var index = start
+            while index < end && buffer[index] != lf { index += 1 }
+            let segment = UnsafeBufferPointer(rebasing: buffer[start..<index])
+            if index == end {
+                appendContent(segment, into: &units)
+                return
+            }
+            if pending.isEmpty && segment.count <= Self.maxLineLength {
+                // Fast path: the whole line is in this chunk; no copy into `pending`.
+                emitLine(UnsafeBufferPointer(rebasing: buffer[start...index]), into: &units)
+            } else {
+                appendContent(segment, into: &units)
+                pending.append(lf)
+                let line = pending
+                pending.removeAll(keepingCapacity: true)
+                line.withUnsafeBufferPointer { emitLine($0, into: &units) }
+            }
+            start = index + 1
+        }
+    }
+
+    /// Appends line content (no LF inside), applying the 4096-byte bound.
+    private mutating func appendContent(_ segment: UnsafeBufferPointer<UInt8>, into units: inout [FramedUnit]) {
+        let cr = 0x0D ^ encoding.key
+        var rest = segment[...]
+        while !rest.isEmpty {
+            if pending.count > Self.maxLineLength {
+                // A held CR in position 4097 was followed by a non-terminator: it starts the new line.
+                flushOverflow(into: &units)
+            }
+            let room = Self.maxLineLength - pending.count
+            if rest.count <= room {
+                pending.append(contentsOf: rest)
+                return
+            }
+            pending.append(contentsOf: rest.prefix(room))
+            rest = rest.dropFirst(room)
+            // The buffer is full and `rest.first` is byte 4097.
+            if rest.count == 1 && rest.first == cr {
+                pending.append(cr)  // maybe the first half of CR LF: hold it
+                return
+            }
+            flushOverflow(into: &units)
+        }
+    }
+
+    /// Delivers the first 4096 buffered bytes as raw and keeps the remainder.
+    private mutating func flushOverflow(into units: inout [FramedUnit]) {
+        units.append(.raw(Data(pending[0..<Self.maxLineLength])))
+        pending.removeFirst(Self.maxLineLength)
+    }
+
+    /// Emits one terminated line: `line` is its raw bytes, ending with the LF
+    /// (and, before it, the CR of a CR LF pair, if any).
+    private mutating func emitLine(_ line: UnsafeBufferPointer<UInt8>, into units: inout [FramedUnit]) {
+        let key = encoding.key
+        var length = line.count - 1
+        if length > 0 && line[length - 1] == 0x0D ^ key { length -= 1 }
+        if length == 0 { return }  // empty lines are ignored
+        scratch.removeAll(keepingCapacity: true)
+        var printable = true
+        for i in 0..<length {
+            let byte = line[i] ^ key
+            if !(byte >= 0x20 && byte <= 0x7E) && byte != 0x09 { printable = false }
+            scratch.append(byte)
+        }
+        if printable {
+            units.append(.line(String(decoding: scratch, as: UTF8.self)))
+        } else {
+            units.append(.raw(Data(buffer: line)))  // as received, terminator included
+        }
+    }
+}

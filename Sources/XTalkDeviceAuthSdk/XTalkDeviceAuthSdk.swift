@@ -1,0 +1,2 @@
+// The device authentication SDK (PROTOCOL.md sections 8 and 9) lands here.
+import XTalkCrypto

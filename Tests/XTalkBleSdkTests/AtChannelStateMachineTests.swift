@@ -1,0 +1,704 @@
+import Foundation
+import Testing
+@testable import XTalkBleSdk
+
+/// Drives the channel machine like a driver would, recording everything.
+struct ChannelHarness {
+    var machine: AtChannelStateMachine
+    var actions: [ChannelAction] = []
+    /// Timers started and not yet cancelled or fired.
+    var liveTimers: [ChannelTimerID: Duration] = [:]
+    var writes: [(ChannelWriteID, [UInt8])] = []
+    var outcomes: [ChannelRequestID: Result<[String], XTalkBleError>] = [:]
+    var completionCount: [ChannelRequestID: Int] = [:]
+    var granted: [ChannelRequestID] = []
+    var events: [ChannelEvent] = []
+
+    init(encoding: XTalkAtEncoding = .plain) {
+        machine = AtChannelStateMachine(encoding: encoding)
+    }
+
+    mutating func apply(_ new: [ChannelAction]) {
+        actions += new
+        for action in new {
+            switch action {
+            case .write(let id, let bytes, _): writes.append((id, bytes))
+            case .startTimer(let id, let duration): liveTimers[id] = duration
+            case .cancelTimer(let id): liveTimers[id] = nil
+            case .succeed(let id, let lines):
+                outcomes[id] = .success(lines)
+                completionCount[id, default: 0] += 1
+            case .fail(let id, let error):
+                outcomes[id] = .failure(error)
+                completionCount[id, default: 0] += 1
+            case .grantSession(let id): granted.append(id)
+            case .emit(let event): events.append(event)
+            }
+        }
+    }
+
+    @discardableResult
+    mutating func command(_ text: String, timeout: Duration = .seconds(3), mode: AtChannelStateMachine.ResponseMode = .automatic,
+                          log: Bool = true, owner: ChannelRequestID? = nil) -> ChannelRequestID {
+        let (id, new) = machine.submitCommand(text, timeout: timeout, mode: mode, log: log, owner: owner)
+        apply(new)
+        return id
+    }
+
+    @discardableResult
+    mutating func send(_ hex: String, timeout: Duration = .seconds(5), owner: ChannelRequestID? = nil) -> ChannelRequestID {
+        let (id, new) = machine.submitSend(hexPayload: hex, timeout: timeout, owner: owner)
+        apply(new)
+        return id
+    }
+
+    mutating func session() -> ChannelRequestID {
+        let (id, new) = machine.submitSession()
+        apply(new)
+        return id
+    }
+
+    mutating func receive(_ text: String) { apply(machine.bytesReceived(machine.encoding.encodeText(text))) }
+    mutating func receiveBytes(_ bytes: [UInt8]) { apply(machine.bytesReceived(bytes)) }
+    mutating func completeLastWrite() { if let last = writes.last { apply(machine.writeCompleted(last.0)) } }
+    mutating func completeWrites() { for write in writes { apply(machine.writeCompleted(write.0)) } }
+
+    /// Fires the live timer of the given duration (the only one, or the newest).
+    mutating func fire(_ duration: Duration) {
+        let candidates = liveTimers.filter { $0.value == duration }.keys.sorted { $0.raw < $1.raw }
+        guard let id = candidates.last else {
+            Issue.record("no live timer of \(duration); live: \(liveTimers)")
+            return
+        }
+        liveTimers[id] = nil
+        apply(machine.timerFired(id))
+    }
+
+    /// Decoded text of every write, in order.
+    var writtenLines: [String] {
+        writes.map { write in
+            String(decoding: write.1.map { $0 ^ machine.encoding.key }, as: UTF8.self)
+        }
+    }
+
+    var lineEvents: [String] {
+        events.compactMap { if case .line(let line, _) = $0 { return line } else { return nil } }
+    }
+}
+
+extension XTalkAtEncoding {
+    /// Encodes text that already carries its terminators (a device stream).
+    func encodeText(_ text: String) -> [UInt8] { text.utf8.map { $0 ^ key } }
+}
+
+@Suite("AT channel state machine (PROTOCOL.md sections 6 and 7)")
+struct AtChannelStateMachineTests {
+    // MARK: Commands
+
+    @Test("a command is written with CR LF and completes at OK with its lines")
+    func automaticCommand() {
+        var h = ChannelHarness()
+        let id = h.command("AT+VER?")
+        #expect(h.writtenLines == ["AT+VER?\r\n"])
+        #expect(h.liveTimers.values.contains(.seconds(3)))
+        h.receive("+VER:2.1.0\r\n")
+        #expect(h.outcomes[id] == nil)
+        h.receive("OK\r\n")
+        #expect(h.outcomes[id] == .success(["+VER:2.1.0", "OK"]))
+        #expect(h.liveTimers.isEmpty)
+        #expect(h.machine.isIdle)
+    }
+
+    @Test("xor encoding is used for writes and reads")
+    func xorCommand() {
+        var h = ChannelHarness(encoding: .xor)
+        let id = h.command("AT")
+        #expect(h.writes[0].1 == Array("AT\r\n".utf8).map { $0 ^ 0x5A })
+        h.receive("OK\r\n")
+        #expect(h.outcomes[id] == .success(["OK"]))
+    }
+
+    @Test("ERROR, +CME ERROR and +ERR are returned, not thrown", arguments: ["ERROR", "+CME ERROR: 4", "+ERR:7"])
+    func errorIsReturned(_ final: String) {
+        var h = ChannelHarness()
+        let id = h.command("AT+FREQ=1")
+        h.receive(final + "\r\n")
+        #expect(h.outcomes[id] == .success([final]))
+    }
+
+    @Test("the echo is dropped when it is the first response line, and only then")
+    func echo() {
+        var h = ChannelHarness()
+        let id = h.command("AT+VER?")
+        h.receive("AT+VER?\r\n+VER:1\r\nOK\r\n")
+        #expect(h.outcomes[id] == .success(["+VER:1", "OK"]))
+        #expect(h.lineEvents == ["AT+VER?", "+VER:1", "OK"])  // still an event
+
+        var h2 = ChannelHarness()
+        let id2 = h2.command("AT+X")
+        h2.receive("+Y\r\nAT+X\r\nOK\r\n")
+        #expect(h2.outcomes[id2] == .success(["+Y", "AT+X", "OK"]))
+    }
+
+    @Test("URCs are never part of a response, but are events in order")
+    func urcsInsideResponse() {
+        var h = ChannelHarness()
+        let id = h.command("AT+VER?")
+        h.receive("+DI:data=01\r\n+VER:1\r\n+CRCERR:cnt=1\r\n+SENDFIN:OK\r\n+READY\r\n+DI:bad\r\nOK\r\n")
+        #expect(h.outcomes[id] == .success(["+VER:1", "OK"]))
+        #expect(h.events == [
+            .line("+DI:data=01", sensitive: false), .radioFrame(Data([1]), XTalkDiMeta()),
+            .line("+VER:1", sensitive: false),
+            .line("+CRCERR:cnt=1", sensitive: false), .crcError(XTalkDiMeta(diCnt: 1), "+CRCERR:cnt=1"),
+            .line("+SENDFIN:OK", sensitive: false), .sendFinished("+SENDFIN:OK"),
+            .line("+READY", sensitive: false),
+            .line("+DI:bad", sensitive: false),
+            .line("OK", sensitive: false),
+        ])
+    }
+
+    @Test("the completion follows the event of its final line")
+    func eventBeforeCompletion() {
+        var h = ChannelHarness()
+        let id = h.command("AT")
+        h.receive("OK\r\n")
+        let emitIndex = h.actions.firstIndex(of: .emit(.line("OK", sensitive: false)))
+        let succeedIndex = h.actions.firstIndex(of: .succeed(id, ["OK"]))
+        #expect(emitIndex != nil && succeedIndex != nil && emitIndex! < succeedIndex!)
+    }
+
+    @Test("lines of a log:false command are marked sensitive; URCs are not")
+    func sensitiveLines() {
+        var h = ChannelHarness()
+        h.command("AT+CHAL=00", log: false)
+        #expect(h.actions.contains { if case .write(_, _, sensitive: true) = $0 { true } else { false } })
+        h.receive("+CHAL:ERR\r\n+DI:data=01\r\nOK\r\n")
+        #expect(h.events.contains(.line("+CHAL:ERR", sensitive: true)))
+        #expect(h.events.contains(.line("+DI:data=01", sensitive: false)))
+        #expect(h.events.contains(.line("OK", sensitive: true)))
+        h.command("AT")
+        h.receive("OK\r\n")
+        #expect(h.events.last == .line("OK", sensitive: false))
+    }
+
+    @Test("unsolicited non-URC lines while idle are events only")
+    func idleLines() {
+        var h = ChannelHarness()
+        h.receive("hello\r\nOK\r\n")
+        #expect(h.lineEvents == ["hello", "OK"])
+        let id = h.command("AT")
+        #expect(h.outcomes[id] == nil)
+        h.receive("OK\r\n")
+        #expect(h.outcomes[id] == .success(["OK"]))
+    }
+
+    @Test("a line that began before the command's first byte is not its response")
+    func staleTail() {
+        var h = ChannelHarness()
+        h.receive("O")  // a late partial line
+        let id = h.command("AT")
+        h.receive("K\r\n")  // completes the old line
+        #expect(h.outcomes[id] == nil)
+        #expect(h.lineEvents == ["OK"])
+        h.receive("OK\r\n")
+        #expect(h.outcomes[id] == .success(["OK"]))
+    }
+
+    // MARK: Timeouts, collection windows, drain
+
+    @Test("an automatic command times out with .timeout and the channel drains")
+    func timeoutDrains() {
+        var h = ChannelHarness()
+        let first = h.command("AT+SLOW", timeout: .milliseconds(500))
+        let second = h.command("AT")
+        h.completeWrites()
+        #expect(h.writtenLines == ["AT+SLOW\r\n"])
+        h.fire(.milliseconds(500))
+        #expect(h.outcomes[first] == .failure(.timeout))
+        #expect(h.machine.isDraining)
+        #expect(h.writtenLines.count == 1)  // the next command waits for quiet
+        h.receive("+SLOW:1\r\n")  // a late line: event only, restarts the quiet period
+        h.receive("OK\r\n")
+        #expect(h.lineEvents == ["+SLOW:1", "OK"])
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writtenLines == ["AT+SLOW\r\n", "AT\r\n"])
+        #expect(h.outcomes[second] == nil)
+        h.receive("OK\r\n")
+        #expect(h.outcomes[second] == .success(["OK"]))
+        #expect(h.liveTimers.isEmpty)
+    }
+
+    @Test("URCs do not keep a drain going; garbage does")
+    func drainQuietRules() {
+        var h = ChannelHarness()
+        h.command("AT", timeout: .milliseconds(100))
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        let quietTimersBefore = h.actions.filter { if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false } }.count
+        h.receive("+DI:data=01\r\n+SENDFIN:OK\r\n")
+        let afterURC = h.actions.filter { if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false } }.count
+        #expect(afterURC == quietTimersBefore)
+        h.receiveBytes([0x01, 0x02, 0x0A])
+        let afterGarbage = h.actions.filter { if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false } }.count
+        #expect(afterGarbage == quietTimersBefore + 1)
+    }
+
+    @Test("a drain ends at its 1 s bound even when the device never goes quiet")
+    func drainBound() {
+        var h = ChannelHarness()
+        h.command("AT", timeout: .milliseconds(100))
+        let next = h.command("AT+NEXT")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        for _ in 0..<20 { h.receive("noise\r\n") }
+        #expect(h.writtenLines.count == 1)
+        h.fire(AtChannelStateMachine.defaultDrainBound)
+        #expect(h.writtenLines.last == "AT+NEXT\r\n")
+        #expect(h.liveTimers.count == 1)  // only the next command's timeout
+        h.receive("OK\r\n")
+        #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    @Test("a quiet period that ends inside a partial line is extended")
+    func drainWaitsForPartialLine() {
+        var h = ChannelHarness()
+        h.command("AT", timeout: .milliseconds(100))
+        h.command("AT+NEXT")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        h.receive("LATE RES")
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writtenLines.count == 1)
+        h.receive("PONSE\r\n")
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writtenLines.last == "AT+NEXT\r\n")
+    }
+
+    @Test("a drain does not start its quiet period before the line is fully written")
+    func drainWaitsForWrite() {
+        var h = ChannelHarness()
+        let id = h.command("AT+LONG")
+        h.apply(h.machine.cancel(id))
+        #expect(h.outcomes[id] == .failure(.cancelled))
+        #expect(!h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainQuiet))
+        h.completeLastWrite()
+        #expect(h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainQuiet))
+    }
+
+    @Test("collectUntilTimeout returns every non-URC line of the window")
+    func collectWindow() {
+        var h = ChannelHarness()
+        let id = h.command("AT+AUTH?", timeout: .milliseconds(800), mode: .collectUntilTimeout)
+        h.completeWrites()
+        h.receive("AT+AUTH?\r\n+AUTH:1\r\nOK\r\n+DI:data=01\r\nextra\r\n")
+        #expect(h.outcomes[id] == nil)
+        h.fire(.milliseconds(800))
+        #expect(h.outcomes[id] == .success(["+AUTH:1", "OK", "extra"]))
+        #expect(h.machine.isIdle)  // a final code, no garbage, no partial line: clean
+    }
+
+    @Test("an empty collection window returns no lines and quarantines the channel")
+    func emptyCollectWindow() {
+        var h = ChannelHarness()
+        let id = h.command("AT+AUTH?", timeout: .milliseconds(800), mode: .collectUntilTimeout)
+        h.completeWrites()
+        h.fire(.milliseconds(800))
+        #expect(h.outcomes[id] == .success([]))
+        #expect(h.machine.isDraining)
+    }
+
+    @Test("garbage during a collection window quarantines the channel", arguments: [true, false])
+    func garbageCollectWindow(partial: Bool) {
+        var h = ChannelHarness()
+        let id = h.command("AT+AUTH?", timeout: .milliseconds(800), mode: .collectUntilTimeout)
+        h.completeWrites()
+        h.receive("OK\r\n")
+        if partial { h.receive("+AU") } else { h.receiveBytes([0x1F, 0x0A]) }
+        h.fire(.milliseconds(800))
+        #expect(h.outcomes[id] == .success(["OK"]))
+        #expect(h.machine.isDraining)
+    }
+
+    // MARK: RF sends
+
+    @Test("an RF send completes at +SENDFIN:OK after OK")
+    func rfSend() {
+        var h = ChannelHarness()
+        let id = h.send("48656C6C6F")
+        #expect(h.writtenLines == ["AT+SEND=48656C6C6F\r\n"])
+        h.receive("AT+SEND=48656C6C6F\r\nOK\r\n")
+        #expect(h.outcomes[id] == nil)
+        h.receive("+SENDFIN:OK\r\n")
+        #expect(h.outcomes[id] == .success([]))
+        #expect(h.events.contains(.sendFinished("+SENDFIN:OK")))
+    }
+
+    @Test("an RF send fails with writeFailed on ERROR or +SENDFIN:FAIL")
+    func rfSendFailures() {
+        var h = ChannelHarness()
+        let rejected = h.send("00")
+        h.receive("ERROR\r\n")
+        #expect(h.outcomes[rejected] == .failure(.writeFailed("the device rejected the frame: ERROR")))
+        let failed = h.send("00")
+        h.receive("OK\r\n+SENDFIN:FAIL,channel busy\r\n")
+        #expect(h.outcomes[failed] == .failure(.writeFailed("the radio could not send the frame: channel busy")))
+        #expect(h.machine.isIdle)
+    }
+
+    @Test("a +SENDFIN: before the send's OK belongs to an older frame")
+    func earlySendFinished() {
+        var h = ChannelHarness()
+        let id = h.send("00")
+        h.receive("+SENDFIN:OK\r\n")
+        #expect(h.outcomes[id] == nil)
+        h.receive("OK\r\n+SENDFIN:OK\r\n")
+        #expect(h.outcomes[id] == .success([]))
+    }
+
+    @Test("an RF send without OK or +SENDFIN times out", arguments: [false, true])
+    func rfSendTimeout(accepted: Bool) {
+        var h = ChannelHarness()
+        let id = h.send("00", timeout: .milliseconds(700))
+        if accepted { h.receive("OK\r\n") }
+        h.fire(.milliseconds(700))
+        #expect(h.outcomes[id] == .failure(.timeout))
+        #expect(h.machine.isDraining)
+    }
+
+    // MARK: Queue, sessions, isolation
+
+    @Test("operations run strictly one at a time in FIFO order")
+    func fifo() {
+        var h = ChannelHarness()
+        let a = h.command("AT+A")
+        let b = h.send("01")
+        let c = h.command("AT+C")
+        #expect(h.writtenLines == ["AT+A\r\n"])
+        h.receive("OK\r\n")
+        #expect(h.writtenLines.last == "AT+SEND=01\r\n")
+        h.receive("OK\r\n")
+        #expect(h.writtenLines.count == 2)  // still waiting for +SENDFIN
+        h.receive("+SENDFIN:OK\r\n")
+        #expect(h.writtenLines.last == "AT+C\r\n")
+        h.receive("+C:1\r\nOK\r\n")
+        #expect(h.outcomes[a] == .success(["OK"]))
+        #expect(h.outcomes[b] == .success([]))
+        #expect(h.outcomes[c] == .success(["+C:1", "OK"]))
+    }
+
+    @Test("a session runs its own commands back to back; others wait")
+    func session() {
+        var h = ChannelHarness()
+        let busy = h.command("AT+FIRST")
+        let session = h.session()
+        #expect(h.granted.isEmpty)
+        h.receive("OK\r\n")
+        #expect(h.granted == [session])
+        let outsider = h.command("AT+OUTSIDE")
+        let own1 = h.command("AT+ONE", owner: session)
+        #expect(h.writtenLines.last == "AT+ONE\r\n")
+        h.receive("OK\r\n")
+        let own2 = h.command("AT+TWO", owner: session)
+        #expect(h.writtenLines.last == "AT+TWO\r\n")
+        h.receive("OK\r\n")
+        #expect(h.writtenLines.count == 3)
+        h.apply(h.machine.sessionEnded(session))
+        #expect(h.writtenLines.last == "AT+OUTSIDE\r\n")
+        h.receive("OK\r\n")
+        for id in [busy, own1, own2, outsider] { #expect(h.outcomes[id] == .success(["OK"])) }
+    }
+
+    @Test("work left queued by an ended session joins the FIFO at its place")
+    func sessionLeftovers() {
+        var h = ChannelHarness()
+        let session = h.session()
+        let outsider = h.command("AT+OUT")
+        h.command("AT+IN1", owner: session)
+        let leftover = h.command("AT+IN2", owner: session)
+        h.apply(h.machine.sessionEnded(session))
+        h.receive("OK\r\n")  // AT+IN1 completes
+        #expect(h.writtenLines == ["AT+IN1\r\n", "AT+OUT\r\n"])
+        h.receive("OK\r\n")
+        #expect(h.writtenLines.last == "AT+IN2\r\n")
+        h.receive("OK\r\n")
+        #expect(h.outcomes[outsider] == .success(["OK"]))
+        #expect(h.outcomes[leftover] == .success(["OK"]))
+    }
+
+    @Test("a command naming an ended session is an ordinary command")
+    func staleOwner() {
+        var h = ChannelHarness()
+        let session = h.session()
+        h.apply(h.machine.sessionEnded(session))
+        let second = h.session()
+        let stale = h.command("AT+STALE", owner: session)
+        #expect(h.writtenLines.isEmpty)  // waits for the second session
+        h.apply(h.machine.sessionEnded(second))
+        #expect(h.writtenLines == ["AT+STALE\r\n"])
+        _ = stale
+    }
+
+    @Test("a no-wait command opens a window that ends at its final code")
+    func noWaitCommand() throws {
+        var h = ChannelHarness()
+        h.apply(try h.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
+        #expect(h.writtenLines == ["AT+RST\r\n"])
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil) }
+        let queued = h.command("AT+VER?")
+        #expect(h.writtenLines.count == 1)
+        h.receive("OK\r\n")
+        #expect(h.writtenLines.last == "AT+VER?\r\n")
+        h.receive("+VER:1\r\nOK\r\n")
+        #expect(h.outcomes[queued] == .success(["+VER:1", "OK"]))
+    }
+
+    @Test("a no-wait send's window ends at +SENDFIN:, not at OK")
+    func noWaitSend() throws {
+        var h = ChannelHarness()
+        h.apply(try h.machine.startNoWaitSend(hexPayload: "0102", window: .seconds(5), owner: nil))
+        #expect(h.writtenLines == ["AT+SEND=0102\r\n"])
+        h.receive("OK\r\n")
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        h.receive("+SENDFIN:OK\r\n")
+        h.apply(try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil))
+        #expect(h.writtenLines.count == 2)
+    }
+
+    @Test("a no-wait send's window also ends when the device rejects the frame")
+    func noWaitSendRejected() throws {
+        var h = ChannelHarness()
+        h.apply(try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil))
+        h.receive("ERROR\r\n")
+        #expect(h.machine.isIdle)
+    }
+
+    @Test("a window that times out quarantines the channel")
+    func noWaitTimeout() throws {
+        var h = ChannelHarness()
+        h.apply(try h.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
+        h.completeWrites()
+        h.fire(.seconds(3))
+        #expect(h.machine.isDraining)
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.machine.isIdle)
+    }
+
+    @Test("no-wait is busy during a transaction and inside another caller's session")
+    func noWaitBusy() throws {
+        var h = ChannelHarness()
+        h.command("AT")
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        h.receive("OK\r\n")
+        let session = h.session()
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil) }
+        h.apply(try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: session))
+        #expect(h.writtenLines.last == "AT\r\n")
+    }
+
+    // MARK: Cancellation
+
+    @Test("cancelling a queued operation removes it; others keep their order")
+    func cancelQueued() {
+        var h = ChannelHarness()
+        h.command("AT+A")
+        let b = h.command("AT+B")
+        let c = h.command("AT+C")
+        h.apply(h.machine.cancel(b))
+        #expect(h.outcomes[b] == .failure(.cancelled))
+        h.receive("OK\r\n")
+        #expect(h.writtenLines == ["AT+A\r\n", "AT+C\r\n"])
+        _ = c
+    }
+
+    @Test("cancelling an active command fails it once and drains; late lines stay events")
+    func cancelActive() {
+        var h = ChannelHarness()
+        let a = h.command("AT+A")
+        let b = h.command("AT+B")
+        h.completeWrites()
+        h.apply(h.machine.cancel(a))
+        h.apply(h.machine.cancel(a))  // twice: ignored
+        #expect(h.completionCount[a] == 1)
+        #expect(h.outcomes[a] == .failure(.cancelled))
+        h.receive("+A:late\r\nOK\r\n")
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writtenLines.last == "AT+B\r\n")
+        h.receive("OK\r\n")
+        #expect(h.outcomes[b] == .success(["OK"]))
+    }
+
+    @Test("cancelling a completed request does nothing")
+    func cancelCompleted() {
+        var h = ChannelHarness()
+        let a = h.command("AT")
+        h.receive("OK\r\n")
+        #expect(h.machine.cancel(a).isEmpty)
+        #expect(h.completionCount[a] == 1)
+    }
+
+    @Test("cancelling a waiting session fails it")
+    func cancelSession() {
+        var h = ChannelHarness()
+        h.command("AT")
+        let session = h.session()
+        h.apply(h.machine.cancel(session))
+        #expect(h.outcomes[session] == .failure(.cancelled))
+        h.receive("OK\r\n")
+        #expect(h.granted.isEmpty)
+    }
+
+    // MARK: Write failures
+
+    @Test("a failed write fails the command with writeFailed and drains")
+    func writeFailure() {
+        var h = ChannelHarness()
+        let a = h.command("AT")
+        h.apply(h.machine.writeFailed(h.writes[0].0, reason: "link refused the write"))
+        #expect(h.outcomes[a] == .failure(.writeFailed("link refused the write")))
+        #expect(h.machine.isDraining)
+        #expect(h.machine.writeFailed(h.writes[0].0, reason: "again").isEmpty)
+    }
+
+    // MARK: Disconnect in every state
+
+    enum Phase: String, CaseIterable, Sendable {
+        case idle, queued, writing, awaitingResponse, midLine, collecting, sendAwaitingFinish, isolation, draining, session
+    }
+
+    @Test("disconnect fails everything pending exactly once, in every state", arguments: Phase.allCases)
+    func disconnectEverywhere(_ phase: Phase) throws {
+        var h = ChannelHarness()
+        var pending: [ChannelRequestID] = []
+        switch phase {
+        case .idle:
+            break
+        case .queued:
+            pending.append(h.command("AT+A"))
+            pending.append(h.command("AT+B"))
+            pending.append(h.session())
+        case .writing:
+            pending.append(h.command("AT+A"))
+        case .awaitingResponse:
+            pending.append(h.command("AT+A"))
+            h.completeWrites()
+            h.receive("+A:1\r\n")
+        case .midLine:
+            pending.append(h.command("AT+A"))
+            h.completeWrites()
+            h.receive("+A:par")
+        case .collecting:
+            pending.append(h.command("AT+A", mode: .collectUntilTimeout))
+            h.completeWrites()
+            h.receive("OK\r\n")
+        case .sendAwaitingFinish:
+            pending.append(h.send("00"))
+            h.receive("OK\r\n")
+        case .isolation:
+            h.apply(try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil))
+            pending.append(h.command("AT+Q"))
+        case .draining:
+            let a = h.command("AT+A", timeout: .milliseconds(10))
+            h.fire(.milliseconds(10))
+            #expect(h.outcomes[a] == .failure(.timeout))
+            pending.append(h.command("AT+B"))
+        case .session:
+            let session = h.session()
+            pending.append(h.command("AT+OUT"))
+            pending.append(h.command("AT+IN", owner: session))
+        }
+        h.apply(h.machine.disconnected(.notConnected))
+        for id in pending {
+            #expect(h.outcomes[id] == .failure(.notConnected), "\(id)")
+            #expect(h.completionCount[id] == 1)
+        }
+        #expect(h.liveTimers.isEmpty, "every timer is cancelled")
+        #expect(h.machine.isClosed)
+        // Nothing of the old connection is delivered afterwards.
+        let eventsBefore = h.events.count
+        h.receive("OK\r\n+DI:data=01\r\n")
+        #expect(h.events.count == eventsBefore)
+        // Later submissions fail at once; later events are ignored.
+        let late = h.command("AT")
+        #expect(h.outcomes[late] == .failure(.notConnected))
+        #expect(throws: XTalkBleError.notConnected) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        #expect(h.machine.disconnected(.cancelled).isEmpty)
+        for id in pending { #expect(h.completionCount[id] == 1) }
+    }
+
+    @Test("a user disconnect fails pending work with .cancelled")
+    func userDisconnect() {
+        var h = ChannelHarness()
+        let a = h.command("AT")
+        h.apply(h.machine.disconnected(.cancelled))
+        #expect(h.outcomes[a] == .failure(.cancelled))
+    }
+
+    // MARK: Encoding and chunking
+
+    @Test("setEncoding discards the partial line and switches both directions")
+    func setEncoding() {
+        var h = ChannelHarness(encoding: .plain)
+        h.receive("GARB")
+        h.machine.setEncoding(.xor)
+        let id = h.command("AT")
+        #expect(h.writes[0].1 == Array("AT\r\n".utf8).map { $0 ^ 0x5A })
+        h.receive("OK\r\n")  // encoded with xor by the harness
+        #expect(h.outcomes[id] == .success(["OK"]))
+        #expect(h.lineEvents == ["OK"])
+    }
+
+    /// A recorded session: a command answered amid URC and garbage traffic, an
+    /// RF send, a timed-out command, the drain, and the next command.
+    static func recordedSession(encoding: XTalkAtEncoding, chunks: (Int) -> [Int]) -> [ChannelAction] {
+        var h = ChannelHarness(encoding: encoding)
+        let stream1 = encoding.encodeText(
+            "+DI:cnt=1,len=2,rssi=-80,data=ABCD\r\nAT+VER?\r\n+VER:2.1\r\n\u{01}\u{02}\r\n+CRCERR:cnt=2\r\nOK\r\n")
+        let stream2 = encoding.encodeText("OK\r\n+DI:cnt=3,data=00\r\n+SENDFIN:OK\r\n")
+        let stream3 = encoding.encodeText("+LATE:1\r\nOK\r\n")
+        let stream4 = encoding.encodeText("+PING:abc\r\nOK\r\n")
+        func feed(_ bytes: [UInt8]) {
+            var offset = 0
+            for size in chunks(bytes.count) where offset < bytes.count {
+                let end = min(bytes.count, offset + size)
+                h.apply(h.machine.bytesReceived(bytes[offset..<end]))
+                offset = end
+            }
+        }
+        h.command("AT+VER?")
+        h.completeWrites()
+        feed(stream1)
+        h.send("0102")
+        h.completeWrites()
+        feed(stream2)
+        h.command("AT+SLOW", timeout: .milliseconds(300))
+        h.command("AT+PING=abc")
+        h.completeWrites()
+        h.fire(.milliseconds(300))
+        feed(stream3)
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.completeWrites()
+        feed(stream4)
+        return h.actions
+    }
+
+    @Test("every split of a recorded session yields the identical action sequence (property)")
+    func splitInvariance() {
+        for encoding in XTalkAtEncoding.allCases {
+            let reference = Self.recordedSession(encoding: encoding) { [$0] }
+            #expect(reference.contains(.succeed(ChannelRequestID(raw: 1), ["+VER:2.1", "OK"])))
+            #expect(reference.contains { if case .succeed(_, ["+PING:abc", "OK"]) = $0 { true } else { false } })
+            #expect(Self.recordedSession(encoding: encoding) { Array(repeating: 1, count: $0) } == reference)
+            for mtu in [23, 185, 247] {
+                #expect(Self.recordedSession(encoding: encoding) { Array(repeating: mtu - 3, count: $0) } == reference)
+            }
+            let seed = UInt64.random(in: 0...UInt64.max)
+            var rng = SplitMix64(seed: seed)
+            for _ in 0..<100 {
+                let actions = Self.recordedSession(encoding: encoding) { randomChunks(total: $0, maxChunk: 24, using: &rng) }
+                #expect(actions == reference, "seed \(seed)")
+            }
+        }
+    }
+}
