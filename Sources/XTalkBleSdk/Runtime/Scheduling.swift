@@ -1,0 +1,178 @@
+import Foundation
+
+/// A handle to cancel a scheduled timer.
+package struct TimerToken: Hashable, Sendable {
+    package let raw: UInt64
+    package init(raw: UInt64) { self.raw = raw }
+}
+
+/// Runs timers on the main actor, in deadline order (ties in scheduling order).
+///
+/// This is how time enters the drivers and the simulator: the sans-I/O core
+/// asks for timers, a driver schedules them here. With a real clock it sleeps;
+/// with the simulator's virtual clock, tests advance time by hand and nothing
+/// sleeps. Actions never run inside `schedule` (no re-entrancy), even with a
+/// zero delay.
+@MainActor
+package protocol TimerScheduling: AnyObject {
+    /// Time elapsed since the scheduler's origin.
+    var elapsed: Duration { get }
+    /// Runs `action` on the main actor after `delay`, unless cancelled first.
+    func schedule(after delay: Duration, _ action: @escaping @MainActor () -> Void) -> TimerToken
+    /// Cancels a timer; cancelling a fired or unknown timer does nothing.
+    func cancel(_ token: TimerToken)
+}
+
+/// Timers ordered by deadline, then by scheduling order: the shared core of
+/// the real-clock scheduler and the virtual clock.
+package struct TimerQueue<Action> {
+    package struct Entry {
+        package let deadline: Duration
+        package let token: TimerToken
+        package let action: Action
+    }
+
+    private struct Key {
+        let deadline: Duration
+        let token: UInt64
+    }
+
+    private var heap: [Key] = []
+    /// Live timers' actions; a heap key without one was cancelled (lazy deletion).
+    private var actions: [UInt64: Action] = [:]
+    private var nextToken: UInt64 = 0
+
+    package init() {}
+
+    /// Number of timers scheduled and not yet fired or cancelled.
+    package var count: Int { actions.count }
+
+    package mutating func insert(deadline: Duration, _ action: Action) -> TimerToken {
+        nextToken += 1
+        actions[nextToken] = action
+        heap.append(Key(deadline: deadline, token: nextToken))
+        siftUp(heap.count - 1)
+        return TimerToken(raw: nextToken)
+    }
+
+    /// Removes a timer; returns its action when it was still scheduled.
+    @discardableResult
+    package mutating func remove(_ token: TimerToken) -> Action? {
+        actions.removeValue(forKey: token.raw)
+    }
+
+    /// The earliest live deadline.
+    package mutating func earliestDeadline() -> Duration? {
+        dropCancelled()
+        return heap.first?.deadline
+    }
+
+    /// Removes and returns the earliest live timer if it is due at `now`.
+    package mutating func popDue(at now: Duration) -> Entry? {
+        dropCancelled()
+        guard let first = heap.first, first.deadline <= now, let action = actions.removeValue(forKey: first.token) else {
+            return nil
+        }
+        popFirst()
+        return Entry(deadline: first.deadline, token: TimerToken(raw: first.token), action: action)
+    }
+
+    private mutating func dropCancelled() {
+        while let first = heap.first, actions[first.token] == nil { popFirst() }
+    }
+
+    private static func precedes(_ a: Key, _ b: Key) -> Bool {
+        a.deadline != b.deadline ? a.deadline < b.deadline : a.token < b.token
+    }
+
+    private mutating func popFirst() {
+        let last = heap.removeLast()
+        guard !heap.isEmpty else { return }
+        heap[0] = last
+        siftDown(0)
+    }
+
+    private mutating func siftUp(_ index: Int) {
+        var child = index
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard Self.precedes(heap[child], heap[parent]) else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ index: Int) {
+        var parent = index
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var first = parent
+            if left < heap.count && Self.precedes(heap[left], heap[first]) { first = left }
+            if right < heap.count && Self.precedes(heap[right], heap[first]) { first = right }
+            if first == parent { return }
+            heap.swapAt(parent, first)
+            parent = first
+        }
+    }
+}
+
+/// Timers on any `Clock` whose duration is `Duration` (the real clock in apps
+/// and in the CLI): one task sleeps until the earliest deadline, then runs
+/// every due timer in order, so equal deadlines keep their scheduling order.
+@MainActor
+package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Duration == Duration {
+    private let clock: C
+    private let origin: C.Instant
+    private var queue = TimerQueue<@MainActor () -> Void>()
+    private var sleeper: Task<Void, Never>?
+    private var sleeperDeadline: Duration?
+
+    package init(clock: C) {
+        self.clock = clock
+        origin = clock.now
+    }
+
+    package var elapsed: Duration { origin.duration(to: clock.now) }
+
+    package func schedule(after delay: Duration, _ action: @escaping @MainActor () -> Void) -> TimerToken {
+        let token = queue.insert(deadline: elapsed + max(delay, .zero), action)
+        rearm()
+        return token
+    }
+
+    package func cancel(_ token: TimerToken) {
+        queue.remove(token)
+        if queue.count == 0 {
+            sleeper?.cancel()
+            sleeper = nil
+            sleeperDeadline = nil
+        }
+    }
+
+    /// Makes sure a sleeper wakes at the earliest deadline.
+    private func rearm() {
+        guard let earliest = queue.earliestDeadline() else { return }
+        if let current = sleeperDeadline, current <= earliest, sleeper != nil { return }
+        sleeper?.cancel()
+        sleeperDeadline = earliest
+        let clock = self.clock
+        let deadline = origin.advanced(by: earliest)
+        sleeper = Task { @MainActor [weak self] in
+            do {
+                try await clock.sleep(until: deadline, tolerance: nil)
+            } catch {
+                return  // re-armed or cancelled
+            }
+            self?.fireDue()
+        }
+    }
+
+    private func fireDue() {
+        sleeper = nil
+        sleeperDeadline = nil
+        let now = elapsed
+        while let entry = queue.popDue(at: now) { entry.action() }
+        rearm()
+    }
+}

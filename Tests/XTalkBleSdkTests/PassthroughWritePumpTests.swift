@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+@testable import XTalkBleSdk
+
+@Suite("Passthrough write pump: chunking and flow control (PROTOCOL.md section 3)")
+struct PassthroughWritePumpTests {
+    let a = ChannelWriteID(raw: 1)
+    let b = ChannelWriteID(raw: 2)
+
+    @Test("without response: chunks of the current maximum length, while there is room")
+    func withoutResponse() {
+        var pump = PassthroughWritePump(writeType: .withoutResponse)
+        pump.enqueue(a, Array(0..<50))
+        pump.enqueue(b, Array(50..<60))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: false) == nil)
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(0..<20), completes: nil))
+        // The MTU grew: the next chunk is larger.
+        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == .init(bytes: Data(20..<50), completes: a))
+        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == .init(bytes: Data(50..<60), completes: b))
+        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == nil)
+        #expect(!pump.isBusy)
+    }
+
+    @Test("lines are never interleaved: the next line starts after the last chunk")
+    func noInterleaving() {
+        var pump = PassthroughWritePump(writeType: .withoutResponse)
+        pump.enqueue(a, Array(repeating: 0xAA, count: 45))
+        pump.enqueue(b, Array(repeating: 0xBB, count: 45))
+        var out: [UInt8] = []
+        while let chunk = pump.nextChunk(maximumLength: 20, canSend: true) { out += chunk.bytes }
+        #expect(out == Array(repeating: 0xAA, count: 45) + Array(repeating: 0xBB, count: 45))
+    }
+
+    @Test("with response: one chunk outstanding; the line completes at its last acknowledgement")
+    func withResponse() {
+        var pump = PassthroughWritePump(writeType: .withResponse)
+        pump.enqueue(a, Array(0..<30))
+        pump.enqueue(b, Array(30..<35))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(0..<20))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == nil)
+        #expect(pump.acknowledged(error: nil) == nil)
+        #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(20..<30))
+        #expect(pump.acknowledged(error: nil) == .completed(a))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(30..<35))
+        #expect(pump.acknowledged(error: nil) == .completed(b))
+        #expect(pump.acknowledged(error: nil) == nil)
+        #expect(!pump.isBusy)
+    }
+
+    @Test("with response: a refused chunk fails its line and drops the rest of it")
+    func withResponseFailure() {
+        var pump = PassthroughWritePump(writeType: .withResponse)
+        pump.enqueue(a, Array(0..<30))
+        pump.enqueue(b, Array(30..<35))
+        _ = pump.nextChunk(maximumLength: 20, canSend: true)
+        #expect(pump.acknowledged(error: "write not permitted") == .failed(a, reason: "write not permitted"))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data(30..<35))
+    }
+
+    @Test("a zero maximum length (not connected) writes nothing")
+    func zeroLength() {
+        var pump = PassthroughWritePump(writeType: .withoutResponse)
+        pump.enqueue(a, [1])
+        #expect(pump.nextChunk(maximumLength: 0, canSend: true) == nil)
+    }
+
+    @Test("reset discards every queued line and reports them")
+    func reset() {
+        var pump = PassthroughWritePump(writeType: .withoutResponse)
+        pump.enqueue(a, Array(0..<30))
+        pump.enqueue(b, [1])
+        _ = pump.nextChunk(maximumLength: 20, canSend: true)
+        #expect(pump.reset() == [a, b])
+        #expect(!pump.isBusy)
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == nil)
+    }
+
+    @Test("a long queue stays correct as consumed lines are compacted")
+    func compaction() {
+        var pump = PassthroughWritePump(writeType: .withoutResponse)
+        var completed: [UInt64] = []
+        for round in 0..<10 {
+            for i in 0..<50 { pump.enqueue(ChannelWriteID(raw: UInt64(round * 50 + i)), [UInt8(i)]) }
+            while let chunk = pump.nextChunk(maximumLength: 20, canSend: true) {
+                if let id = chunk.completes { completed.append(id.raw) }
+            }
+        }
+        #expect(completed == (0..<500).map(UInt64.init))
+    }
+}
