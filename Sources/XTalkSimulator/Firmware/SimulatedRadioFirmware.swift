@@ -1,0 +1,416 @@
+import XTalkBleSdk
+import XTalkCrypto
+
+/// The radio MCU of a simulated xTalk device: reads AT command lines from its
+/// UART, answers them as PROTOCOL.md sections 4–9 describe, and reproduces
+/// the variants and faults of `XTalkSimulatedFirmware`.
+///
+/// All output goes through timers on the injected scheduler, never from
+/// inside `receive`, so the link layer is never re-entered. Each command's
+/// answer (garbage fault, echo, response lines, final code) is one `output` call.
+@MainActor
+package final class SimulatedRadioFirmware {
+    /// Mutable at run time (tests flip faults mid-session); takes effect for
+    /// later commands, while answers already scheduled keep what they captured.
+    package var configuration: XTalkSimulatedFirmware
+    /// Every complete command line the firmware processed, decoded, in order.
+    /// Empty and over-long lines are not listed (an over-long line's content is discarded).
+    package private(set) var processedCommands: [String] = []
+    /// Payloads of frames transmitted on air by `AT+SEND`, in order (failed frames excluded).
+    package private(set) var transmittedFrames: [[UInt8]] = []
+
+    /// Where timers run: the virtual clock in tests.
+    private let scheduler: any TimerScheduling
+    /// The only randomness: garbage bytes and radio frame metadata.
+    private let random: SimulatorRandom
+    /// Receives the encoded bytes the MCU writes to its UART.
+    private let output: @MainActor ([UInt8]) -> Void
+
+    /// Every live timer by a firmware-local id, so that `shutDown` can cancel them all.
+    private var timers: [Int: TimerToken] = [:]
+    /// The last firmware-local timer id handed out.
+    private var lastTimerID = 0
+    /// Decoded bytes of the line being received, terminator excluded; holds at
+    /// most `maxCommandLength + 1` bytes (room for the CR of CR LF).
+    private var lineBuffer: [UInt8] = []
+    /// The line being received outgrew `maxCommandLength`: its content is gone and its terminator answers `ERROR`.
+    private var lineOverflowed = false
+    /// The inter-character timer that discards a partial line.
+    private var partialLineTimer: Int?
+    /// Set while the MCU resets (from `AT+RST`'s `OK` to `+READY`): the UART is deaf meanwhile.
+    private var resetTimer: Int?
+    /// What the radio is doing; `AT+SEND` answers `ERROR` unless it is idle.
+    private var radio = Radio.idle
+    /// The last frame number handed to `AT+SEND`, so a stale follow-up cannot start another frame.
+    private var lastFrameNumber = 0
+    /// Frequency set by `AT+FREQ=`; nil follows the configuration (as after a reset).
+    private var frequencySetting: Int?
+    /// Transmit power set by `AT+TXP=`; nil follows the configuration (as after a reset).
+    private var txPowerSetting: Int?
+    /// The `cnt` of the last `+DI:` or `+CRCERR:` (they share one counter, as the radio counts frames).
+    private var radioEventCount = 0
+    /// Well-formed challenges seen over the firmware's lifetime (for `rejectedChallenges`).
+    private var challengeCount = 0
+    /// The `+CHAL:` line produced for the first nonce ever signed (for `replayFirstChallengeReply`).
+    private var firstChallengeReply: String?
+    /// The timer of the next periodic radio frame, while traffic runs.
+    private var trafficTimer: Int?
+    /// Frames emitted by the running traffic (for `crcErrorEvery`).
+    private var trafficFrameCount = 0
+
+    /// A fixed seed other than the development key's, for the `wrongSignature` fault.
+    private static let impostorSeed: [UInt8] = Array(repeating: 0x42, count: 32)
+
+    /// What the radio is doing.
+    private enum Radio: Equatable {
+        /// Free: `AT+SEND` may queue a frame. Goes to `queued` on `AT+SEND`.
+        case idle
+        /// `AT+SEND` accepted this frame; airtime starts when its `OK` goes out.
+        /// Goes to `transmitting`, or back to `idle` on a reset.
+        case queued(frame: Int)
+        /// On air until this timer fires with `+SENDFIN:`; a reset aborts it back to `idle`.
+        case transmitting(timer: Int)
+    }
+
+    /// One command's answer: the lines after the echo, and what happens once they are out.
+    private struct Answer {
+        /// Response lines, final result code included.
+        var lines: [String]
+        /// Work that starts when the answer has been written.
+        var followUp: FollowUp?
+
+        /// A bare `OK`.
+        static let ok = Answer(lines: ["OK"])
+        /// A bare `ERROR`.
+        static let error = Answer(lines: ["ERROR"])
+        /// One response line, then `OK`.
+        static func ok(_ line: String) -> Answer { Answer(lines: [line, "OK"]) }
+    }
+
+    /// Work a command starts once its answer has been written.
+    private enum FollowUp {
+        /// Put the queued frame on air for `airtime`, then report `+SENDFIN:`.
+        case transmit(frame: Int, payload: [UInt8], airtime: Duration, failureReason: String?)
+        /// Reset the MCU for `duration`, then report `+READY`.
+        case reset(duration: Duration)
+    }
+
+    /// Creates the firmware in its power-on state; nothing is output until a
+    /// command arrives or an `emit…` method is called.
+    package init(
+        configuration: XTalkSimulatedFirmware,
+        scheduler: any TimerScheduling,
+        random: SimulatorRandom,
+        output: @escaping @MainActor ([UInt8]) -> Void
+    ) {
+        self.configuration = configuration
+        self.scheduler = scheduler
+        self.random = random
+        self.output = output
+    }
+
+    // MARK: UART input
+
+    /// Takes bytes written by the host as the BLE module hands them over the
+    /// UART: still encoded, in any chunking. Complete lines are processed now;
+    /// their answers go out later through the scheduler.
+    package func receive(_ bytes: [UInt8]) {
+        // A resetting MCU is deaf: what arrives meanwhile is lost, as on hardware.
+        guard resetTimer == nil, !bytes.isEmpty else { return }
+        for byte in bytes {
+            let decoded = FirmwareText.transcode(byte, configuration.encoding)
+            if decoded == 0x0A {
+                completeLine()
+            } else if lineOverflowed {
+                continue
+            } else if lineBuffer.count > configuration.maxCommandLength {
+                // Bounded buffer: drop the content, remember to answer ERROR at the terminator.
+                lineOverflowed = true
+                lineBuffer.removeAll()
+            } else {
+                lineBuffer.append(decoded)
+            }
+        }
+        // Time does not move inside one call, so re-arming once equals re-arming per byte.
+        rearmPartialLineTimer()
+    }
+
+    /// Ends the line being received at its LF: strips one CR, ignores an empty
+    /// line, answers `ERROR` to an over-long one and processes the rest.
+    private func completeLine() {
+        var line = lineBuffer
+        let overflowed = lineOverflowed
+        lineBuffer.removeAll()
+        lineOverflowed = false
+        if line.last == 0x0D { line.removeLast() }
+        if overflowed || line.count > configuration.maxCommandLength {
+            deliver(.error, echo: nil, quiet: configuration.faults.silent)
+        } else if !line.isEmpty {
+            process(line)
+        }
+    }
+
+    /// Starts the inter-character timer afresh while a partial line is buffered, and stops it otherwise.
+    private func rearmPartialLineTimer() {
+        cancelTimer(partialLineTimer)
+        partialLineTimer = nil
+        guard let timeout = configuration.partialLineTimeout, !lineBuffer.isEmpty || lineOverflowed else { return }
+        partialLineTimer = schedule(after: timeout) { firmware in
+            firmware.partialLineTimer = nil
+            firmware.clearLine()
+        }
+    }
+
+    /// Discards the partial line and its timer.
+    private func clearLine() {
+        lineBuffer.removeAll()
+        lineOverflowed = false
+        cancelTimer(partialLineTimer)
+        partialLineTimer = nil
+    }
+
+    // MARK: Commands
+
+    /// Records a command line, runs it (or its scripted reply) and schedules its answer.
+    private func process(_ line: [UInt8]) {
+        let command = String(decoding: line, as: UTF8.self)
+        processedCommands.append(command)
+        let faults = configuration.faults
+        // Silence hides what a command produces, not the command: it still runs, like an MCU whose UART TX is lost.
+        let quiet = faults.silent || faults.silentCommands.contains { FirmwareText.hasPrefix(command, $0) }
+        // The longest matching prefix wins, so overlapping scripts stay deterministic; a script has no side effects.
+        let script = faults.scriptedReplies
+            .filter { FirmwareText.hasPrefix(command, $0.key) }
+            .max { $0.key.utf8.count < $1.key.utf8.count }
+        let answer = script.map { Answer(lines: $0.value) } ?? execute(command)
+        deliver(answer, echo: configuration.echo ? line : nil, quiet: quiet)
+    }
+
+    /// Runs one command of PROTOCOL.md section 6 and returns its answer; unknown commands answer `ERROR`.
+    private func execute(_ command: String) -> Answer {
+        switch command {
+        case "AT": return .ok
+        case "AT+VER?": return .ok("+VER:" + configuration.version)
+        case "AT+FREQ?": return .ok("+FREQ:\(frequencySetting ?? configuration.frequency)")
+        case "AT+TXP?": return .ok("+TXP:\(currentTxPower)")
+        case "AT+AUTH?": return .ok(configuration.challengeRequired ? "+AUTH:1" : "+AUTH:0")
+        case "AT+RST": return Answer(lines: ["OK"], followUp: .reset(duration: configuration.resetDuration))
+        case "AT+ID?":
+            let id = configuration
+            return .ok("+ID:\(FirmwareText.hex(id.deviceID)),\(id.serialSource.rawValue),\(id.serial)")
+        default: break
+        }
+        if let token = FirmwareText.argument(of: command, after: "AT+PING=") {
+            return FirmwareText.isPingToken(token) ? .ok("+PING:" + token) : .error
+        }
+        if let text = FirmwareText.argument(of: command, after: "AT+FREQ=") {
+            guard let hz = FirmwareText.decimal(text), (150_000_000...960_000_000).contains(hz) else { return .error }
+            frequencySetting = hz
+            return .ok
+        }
+        if let text = FirmwareText.argument(of: command, after: "AT+TXP=") {
+            guard let dbm = FirmwareText.decimal(text), (-9...22).contains(dbm) else { return .error }
+            txPowerSetting = dbm
+            return .ok
+        }
+        if let hex = FirmwareText.argument(of: command, after: "AT+SEND=") { return send(hex) }
+        if let hex = FirmwareText.argument(of: command, after: "AT+CHAL=") { return challenge(hex) }
+        return .error
+    }
+
+    /// The transmit power in force: the last `AT+TXP=` since the last reset, or the configuration's.
+    private var currentTxPower: Int { txPowerSetting ?? configuration.txPower }
+
+    /// `AT+SEND=<hex>`: queues a 1–240 byte frame unless the radio is busy.
+    private func send(_ hex: String) -> Answer {
+        guard let payload = FirmwareText.bytes(fromHex: hex), (1...240).contains(payload.count),
+              radio == .idle
+        else { return .error }
+        lastFrameNumber += 1
+        radio = .queued(frame: lastFrameNumber)
+        let airtime = configuration.airtimeBase + configuration.airtimePerByte * payload.count
+        let followUp = FollowUp.transmit(
+            frame: lastFrameNumber, payload: payload, airtime: airtime,
+            failureReason: configuration.sendFailureReason
+        )
+        return Answer(lines: ["OK"], followUp: followUp)
+    }
+
+    /// `AT+CHAL=<32 hex>`: signs the challenge message of PROTOCOL.md section 8,
+    /// or answers as the configured faults dictate.
+    private func challenge(_ hex: String) -> Answer {
+        guard hex.utf8.count == 32, let nonce = FirmwareText.bytes(fromHex: hex) else { return .ok("+CHAL:ERR") }
+        challengeCount += 1
+        let faults = configuration.faults
+        if challengeCount <= faults.rejectedChallenges { return .ok("+CHAL:ERR") }
+        if faults.malformedChallengeReply { return .ok("+CHAL:NOTHEX,12") }
+        if faults.replayFirstChallengeReply, let first = firstChallengeReply { return .ok(first) }
+        let deviceID = faults.challengeDeviceIDOverride ?? configuration.deviceID
+        let message = Array("XTALK-AUTH-V1".utf8) + [0x00] + nonce + FirmwareText.bigEndianBytes(deviceID)
+        let seed = faults.wrongSignature ? Self.impostorSeed : configuration.signingKeySeed ?? XTalkDevelopmentKey.seed
+        // A bad seed or an unavailable crypto backend is the device's failure to sign: it rejects the challenge.
+        guard let signature = try? Ed25519PrivateKey(seed: seed).signature(for: message) else {
+            return .ok("+CHAL:ERR")
+        }
+        let reply = "+CHAL:" + FirmwareText.hex(deviceID) + "," + FirmwareText.hex(signature)
+        if firstChallengeReply == nil { firstChallengeReply = reply }
+        return .ok(reply)
+    }
+
+    // MARK: Answers and their follow-ups
+
+    /// Schedules one answer after `processingDelay + replyDelay`: garbage (fault),
+    /// echo and response lines in one `output` call, then the answer's follow-up.
+    /// A `quiet` answer outputs nothing, and neither does its follow-up.
+    private func deliver(_ answer: Answer, echo: [UInt8]?, quiet: Bool) {
+        let garbageCount = configuration.faults.garbageBeforeReplies
+        schedule(after: configuration.processingDelay + configuration.faults.replyDelay) { firmware in
+            if !quiet {
+                // Truly arbitrary bytes, written raw: they may decode to CR or LF and split or end lines.
+                var bytes = firmware.random.bytes(garbageCount)
+                let encoding = firmware.configuration.encoding
+                if let echo { bytes += FirmwareText.encodeLine(echo, encoding) }
+                for line in answer.lines { bytes += FirmwareText.encodeLine(Array(line.utf8), encoding) }
+                if !bytes.isEmpty { firmware.output(bytes) }
+            }
+            if let followUp = answer.followUp { firmware.perform(followUp, quiet: quiet) }
+        }
+    }
+
+    /// Starts what an answer leaves running: a transmission or a reset.
+    private func perform(_ followUp: FollowUp, quiet: Bool) {
+        switch followUp {
+        case .transmit(let frame, let payload, let airtime, let failureReason):
+            // A reset since the command aborted the frame.
+            guard radio == .queued(frame: frame) else { return }
+            radio = .transmitting(timer: schedule(after: airtime) { firmware in
+                firmware.radio = .idle
+                var line = "+SENDFIN:OK"
+                if let failureReason {
+                    line = "+SENDFIN:FAIL," + failureReason
+                } else {
+                    firmware.transmittedFrames.append(payload)
+                }
+                if !quiet { firmware.emitLine(line) }
+            })
+        case .reset(let duration):
+            switch radio {
+            case .transmitting(let timer): cancelTimer(timer)
+            case .idle, .queued: break
+            }
+            radio = .idle
+            clearLine()
+            frequencySetting = nil
+            txPowerSetting = nil
+            cancelTimer(resetTimer)
+            resetTimer = schedule(after: duration) { firmware in
+                firmware.resetTimer = nil
+                if !quiet { firmware.emitLine("+READY") }
+            }
+        }
+    }
+
+    // MARK: Unsolicited output
+
+    /// Emits a received radio frame as a `+DI:` URC with fields cnt, len, slot,
+    /// snr, rssi, txp and data (uppercase hex), or exactly `"+DI:" + fields`.
+    /// Either way the frame counter shared with `+CRCERR:` advances.
+    package func emitRadioFrame(_ payload: [UInt8], fields: String? = nil) {
+        radioEventCount += 1
+        let text = fields ?? "cnt=\(radioEventCount),len=\(payload.count),slot=\(random.int(in: 0...7))"
+            + ",snr=\(random.int(in: -5...12)),rssi=\(random.int(in: -110 ... -60)),txp=\(currentTxPower)"
+            + ",data=\(FirmwareText.hex(payload))"
+        emitLine("+DI:" + text)
+    }
+
+    /// Emits a `+CRCERR:` URC with fields cnt, len (random 1…240), rssi and snr, or exactly `"+CRCERR:" + fields`.
+    package func emitCrcError(fields: String? = nil) {
+        emitCrcError(length: random.int(in: 1...240), fields: fields)
+    }
+
+    /// Emits a `+CRCERR:` URC for a frame of `length` bytes, advancing the shared frame counter.
+    private func emitCrcError(length: Int, fields: String?) {
+        radioEventCount += 1
+        let text = fields ?? "cnt=\(radioEventCount),len=\(length)"
+            + ",rssi=\(random.int(in: -110 ... -60)),snr=\(random.int(in: -5...12))"
+        emitLine("+CRCERR:" + text)
+    }
+
+    /// Emits any text line at once, encoded with the current encoding, CR LF appended.
+    package func emitLine(_ text: String) {
+        output(FirmwareText.encodeLine(Array(text.utf8), configuration.encoding))
+    }
+
+    /// Emits raw bytes at once, as they are (no encoding, no terminator): garbage.
+    package func emitRawBytes(_ bytes: [UInt8]) {
+        output(bytes)
+    }
+
+    /// Starts periodic radio traffic, replacing any running: every `interval` a
+    /// `+DI:` with a random `payloadSize`-byte payload, every `crcErrorEvery`-th
+    /// frame a `+CRCERR:` instead. A non-positive interval only stops the traffic
+    /// (it would otherwise fire forever at one instant).
+    package func startRadioTraffic(every interval: Duration, payloadSize: Int, crcErrorEvery: Int? = nil) {
+        stopRadioTraffic()
+        guard interval > .zero else { return }
+        scheduleTrafficFrame(every: interval, payloadSize: payloadSize, crcErrorEvery: crcErrorEvery)
+    }
+
+    /// Schedules the next frame of the running traffic; each frame schedules the one after it.
+    private func scheduleTrafficFrame(every interval: Duration, payloadSize: Int, crcErrorEvery: Int?) {
+        trafficTimer = schedule(after: interval) { firmware in
+            firmware.trafficFrameCount += 1
+            if let every = crcErrorEvery, every > 0, firmware.trafficFrameCount.isMultiple(of: every) {
+                firmware.emitCrcError(length: max(0, payloadSize), fields: nil)
+            } else {
+                firmware.emitRadioFrame(firmware.random.bytes(payloadSize))
+            }
+            firmware.scheduleTrafficFrame(every: interval, payloadSize: payloadSize, crcErrorEvery: crcErrorEvery)
+        }
+    }
+
+    /// Stops periodic radio traffic; does nothing when none runs.
+    package func stopRadioTraffic() {
+        cancelTimer(trafficTimer)
+        trafficTimer = nil
+        trafficFrameCount = 0
+    }
+
+    // MARK: Timers
+
+    /// Cancels every timer the firmware holds (pending answers, airtime,
+    /// traffic, reset, partial line) and clears the UART line buffer, so that
+    /// nothing is left pending at teardown.
+    package func shutDown() {
+        for token in timers.values { scheduler.cancel(token) }
+        timers.removeAll()
+        partialLineTimer = nil
+        resetTimer = nil
+        trafficTimer = nil
+        trafficFrameCount = 0
+        // With its timers gone, a queued or on-air frame can never finish.
+        radio = .idle
+        lineBuffer.removeAll()
+        lineOverflowed = false
+    }
+
+    /// Schedules `action` and tracks its token until it fires or is cancelled.
+    /// The action gets the firmware as an argument, so the scheduler never keeps it alive.
+    @discardableResult
+    private func schedule(after delay: Duration, _ action: @escaping @MainActor (SimulatedRadioFirmware) -> Void) -> Int {
+        lastTimerID += 1
+        let id = lastTimerID
+        timers[id] = scheduler.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            self.timers[id] = nil
+            action(self)
+        }
+        return id
+    }
+
+    /// Cancels a tracked timer; nil, fired or unknown ids do nothing.
+    private func cancelTimer(_ id: Int?) {
+        guard let id, let token = timers.removeValue(forKey: id) else { return }
+        scheduler.cancel(token)
+    }
+}

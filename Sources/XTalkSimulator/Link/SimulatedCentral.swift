@@ -1,0 +1,248 @@
+import Foundation
+import XTalkBleSdk
+
+/// The simulated Bluetooth stack seen from the app: a central that behaves
+/// like CoreBluetooth's (see shared/reference/corebluetooth-central-subset.md).
+///
+/// - It starts in `.unknown` and reports its state shortly after creation.
+/// - Commands are honoured only in `.poweredOn`; otherwise they are ignored
+///   and recorded as API misuse, as CoreBluetooth logs them.
+/// - Every event arrives later through `eventHandler`, never during a call.
+/// - After a connection ends, nothing more arrives for it.
+/// - Writes without response beyond the flow-control credits are dropped;
+///   `maximumWriteValueLength` is MTU − 3 without response, 512 with.
+@MainActor
+package final class SimulatedCentral: BleBackend {
+    package var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
+    package private(set) var state: BleManagerState = .unknown
+    private unowned let environment: XTalkSimulatedEnvironment
+
+    init(environment: XTalkSimulatedEnvironment) {
+        self.environment = environment
+    }
+
+    package var scheduler: any TimerScheduling { environment.scheduler }
+
+    // MARK: Delivery
+
+    /// Delivers `event` after `delay`, if `isValid` still holds then.
+    func post(after delay: Duration = .zero, _ event: BleBackendEvent, isValid: @escaping @MainActor () -> Bool = { true }) {
+        _ = environment.scheduler.schedule(after: delay) { [weak self] in
+            guard let self, !self.environment.isShutDown, isValid() else { return }
+            if case .stateChanged(let state) = event { self.state = state }
+            self.eventHandler?(event)
+        }
+    }
+
+    private func poweredOn(_ call: String) -> Bool {
+        guard state == .poweredOn else {
+            environment.recordMisuse("\(call) while the central is \(state): can only accept this command while powered on")
+            return false
+        }
+        return true
+    }
+
+    /// The connected peripheral with `id`, or nil (recording the misuse).
+    private func connected(_ id: UUID, _ call: String) -> (XTalkSimulatedPeripheral, SimulatedLink)? {
+        guard poweredOn(call) else { return nil }
+        guard let peripheral = environment.peripheral(id: id), let link = peripheral.link else {
+            environment.recordMisuse("\(call) on a peripheral that is not connected")
+            return nil
+        }
+        return (peripheral, link)
+    }
+
+    // MARK: BleBackend
+
+    package func scanForPeripherals(withServices services: [BleUUID]) {
+        guard poweredOn("scanForPeripherals") else { return }
+        environment.startScanning(filter: services)
+    }
+
+    package func stopScan() {
+        guard poweredOn("stopScan") else { return }
+        environment.stopScanning()
+    }
+
+    package func connect(_ id: UUID) {
+        guard poweredOn("connect") else { return }
+        guard let peripheral = environment.peripheral(id: id) else {
+            post(.failedToConnect(peripheral: id, error: BleBackendError(.connectionFailed, "unknown peripheral \(id)")))
+            return
+        }
+        peripheral.beginConnecting()
+    }
+
+    package func cancelPeripheralConnection(_ id: UUID) {
+        guard poweredOn("cancelPeripheralConnection") else { return }
+        environment.peripheral(id: id)?.cancelConnection()
+    }
+
+    package func discoverServices(_ services: [BleUUID]?, for id: UUID) {
+        guard let (peripheral, link) = connected(id, "discoverServices") else { return }
+        link.after(link.procedureDelay) { [weak peripheral] in
+            guard let peripheral else { return }
+            let all = SimulatedGattDatabase(peripheral.device.gatt).services.map(\.uuid)
+            let found = services.map { wanted in all.filter { wanted.contains($0) } } ?? all
+            peripheral.post(.servicesDiscovered(peripheral: id, services: found, error: nil))
+        }
+    }
+
+    package func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of id: UUID) {
+        guard let (peripheral, link) = connected(id, "discoverCharacteristics") else { return }
+        link.after(link.procedureDelay) { [weak peripheral] in
+            guard let peripheral else { return }
+            guard let entry = SimulatedGattDatabase(peripheral.device.gatt).services.first(where: { $0.uuid == service }) else {
+                peripheral.post(.characteristicsDiscovered(
+                    peripheral: id, service: service, characteristics: [],
+                    error: BleBackendError(.attribute(0x0A), "attribute not found: service \(service)")))
+                return
+            }
+            let found = characteristics.map { wanted in entry.characteristics.filter { wanted.contains($0.uuid) } }
+                ?? entry.characteristics
+            peripheral.post(.characteristicsDiscovered(peripheral: id, service: service, characteristics: found, error: nil))
+        }
+    }
+
+    package func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of id: UUID) {
+        guard let (peripheral, link) = connected(id, "setNotifyValue") else { return }
+        link.after(link.procedureDelay) { [weak peripheral, weak link] in
+            guard let peripheral, let link else { return }
+            let database = SimulatedGattDatabase(peripheral.device.gatt)
+            guard let info = database.characteristic(characteristic), info.properties.contains(.notify) else {
+                peripheral.post(.notificationStateUpdated(
+                    peripheral: id, characteristic: characteristic, isNotifying: false,
+                    error: BleBackendError(.operationNotSupported, "\(characteristic) does not notify")))
+                return
+            }
+            if let refusal = peripheral.device.gatt.subscriptionRefusal, characteristic.characteristic == XTalkGatt.passthroughRX {
+                peripheral.post(.notificationStateUpdated(
+                    peripheral: id, characteristic: characteristic, isNotifying: false,
+                    error: BleBackendError(.insufficientAuthentication, refusal)))
+                return
+            }
+            if characteristic.characteristic == XTalkGatt.passthroughRX { link.setSubscribed(enabled) }
+            peripheral.post(.notificationStateUpdated(
+                peripheral: id, characteristic: characteristic, isNotifying: enabled, error: nil))
+        }
+    }
+
+    package func readValue(for characteristic: BleCharacteristicRef, of id: UUID) {
+        guard let (peripheral, link) = connected(id, "readValue") else { return }
+        let key = characteristic.characteristic.description
+        guard !peripheral.device.gatt.silentReads.contains(key) else { return }
+        link.after(link.procedureDelay) { [weak peripheral] in
+            guard let peripheral else { return }
+            let gatt = peripheral.device.gatt
+            let database = SimulatedGattDatabase(gatt)
+            guard let info = database.characteristic(characteristic), info.properties.contains(.read),
+                  !gatt.failingReads.contains(key), let value = database.value(of: characteristic)
+            else {
+                peripheral.post(.valueUpdated(
+                    peripheral: id, characteristic: characteristic, value: nil,
+                    error: BleBackendError(.readNotPermitted, "reading \(characteristic) is not permitted")))
+                return
+            }
+            peripheral.post(.valueUpdated(peripheral: id, characteristic: characteristic, value: value, error: nil))
+        }
+    }
+
+    package func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of id: UUID, type: BleWriteType) {
+        guard let (peripheral, link) = connected(id, "writeValue") else { return }
+        let info = SimulatedGattDatabase(peripheral.device.gatt).characteristic(characteristic)
+        let isTX = characteristic.characteristic == XTalkGatt.passthroughTX && info != nil
+        switch type {
+        case .withoutResponse:
+            guard isTX, info?.properties.contains(.writeWithoutResponse) == true else {
+                peripheral.droppedWrites += 1
+                environment.recordMisuse("write without response to \(characteristic), which does not support it")
+                return
+            }
+            if case .dropped = link.writeWithoutResponse(data) { peripheral.droppedWrites += 1 }
+        case .withResponse:
+            guard isTX, info?.properties.contains(.write) == true else {
+                link.after(link.procedureDelay) { [weak peripheral] in
+                    peripheral?.post(.writeCompleted(
+                        peripheral: id, characteristic: characteristic,
+                        error: BleBackendError(.writeNotPermitted, "writing \(characteristic) is not permitted")))
+                }
+                return
+            }
+            guard data.count <= 512 else {
+                link.after(link.procedureDelay) { [weak peripheral] in
+                    peripheral?.post(.writeCompleted(
+                        peripheral: id, characteristic: characteristic,
+                        error: BleBackendError(.attribute(0x0D), "invalid attribute value length \(data.count)")))
+                }
+                return
+            }
+            link.writeWithResponse(data, characteristic: characteristic)
+        }
+    }
+
+    package func canSendWriteWithoutResponse(_ id: UUID) -> Bool {
+        guard state == .poweredOn, let link = environment.peripheral(id: id)?.link else { return false }
+        return link.canSendWriteWithoutResponse
+    }
+
+    package func maximumWriteValueLength(for type: BleWriteType, of id: UUID) -> Int {
+        guard state == .poweredOn, let link = environment.peripheral(id: id)?.link else { return 0 }
+        switch type {
+        case .withoutResponse: return link.mtu - 3
+        case .withResponse: return 512
+        }
+    }
+}
+
+/// The GATT database a device description yields (PROTOCOL.md section 2).
+struct SimulatedGattDatabase {
+    struct Service {
+        let uuid: BleUUID
+        let characteristics: [BleCharacteristicInfo]
+    }
+
+    let services: [Service]
+    private let gatt: XTalkSimulatedGatt
+
+    init(_ gatt: XTalkSimulatedGatt) {
+        self.gatt = gatt
+        var services: [Service] = []
+        if gatt.hasPassthroughService {
+            var characteristics: [BleCharacteristicInfo] = []
+            if gatt.hasPassthroughTX {
+                let properties: BleCharacteristicProperties = gatt.txSupportsWriteWithoutResponse
+                    ? [.write, .writeWithoutResponse] : [.write]
+                characteristics.append(BleCharacteristicInfo(uuid: XTalkGatt.passthroughTX, properties: properties))
+            }
+            if gatt.hasPassthroughRX {
+                characteristics.append(BleCharacteristicInfo(uuid: XTalkGatt.passthroughRX, properties: [.notify]))
+            }
+            services.append(Service(uuid: XTalkGatt.passthroughService, characteristics: characteristics))
+        }
+        if gatt.hasBatteryService {
+            services.append(Service(uuid: XTalkGatt.batteryService, characteristics: [
+                BleCharacteristicInfo(uuid: XTalkGatt.batteryLevel, properties: [.read, .notify]),
+            ]))
+        }
+        if gatt.hasDeviceInformationService {
+            services.append(Service(uuid: XTalkGatt.deviceInformationService, characteristics: [
+                BleCharacteristicInfo(uuid: XTalkGatt.firmwareRevision, properties: [.read]),
+                BleCharacteristicInfo(uuid: XTalkGatt.hardwareRevision, properties: [.read]),
+            ]))
+        }
+        self.services = services
+    }
+
+    func characteristic(_ ref: BleCharacteristicRef) -> BleCharacteristicInfo? {
+        services.first { $0.uuid == ref.service }?.characteristics.first { $0.uuid == ref.characteristic }
+    }
+
+    func value(of ref: BleCharacteristicRef) -> Data? {
+        switch ref.characteristic {
+        case XTalkGatt.batteryLevel: Data([gatt.batteryLevel])
+        case XTalkGatt.firmwareRevision: gatt.firmwareRevision
+        case XTalkGatt.hardwareRevision: gatt.hardwareRevision
+        default: nil
+        }
+    }
+}

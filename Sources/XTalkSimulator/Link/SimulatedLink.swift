@@ -1,0 +1,217 @@
+import Foundation
+import XTalkBleSdk
+
+/// One BLE connection between the simulated central and a simulated device:
+/// MTU, write-without-response credits, the uplink (host → device) and
+/// downlink (device → host) queues, and connection events.
+///
+/// Data moves only at connection events, every `connectionInterval`, up to
+/// `packetsPerConnectionEvent` packets per direction, which is what bounds
+/// the throughput of a real link. An event is scheduled only while something
+/// waits to move, so an idle link leaves no timer behind. A new instance is
+/// made per connection: a closure that fires for an older instance finds it
+/// is no longer its peripheral's link and does nothing.
+@MainActor
+final class SimulatedLink {
+    /// A host write in flight to the device.
+    private struct UplinkPacket {
+        var bytes: [UInt8]
+        let withoutResponse: Bool
+        /// With response: set on the last packet of the write, which is acknowledged.
+        let acknowledges: BleCharacteristicRef?
+    }
+
+    private unowned let peripheral: XTalkSimulatedPeripheral
+    private let scheduler: any TimerScheduling
+    private let random: SimulatorRandom
+    let connectedAt: Duration
+
+    private(set) var mtu = 23
+    private(set) var credits: Int
+    private(set) var subscribed = false
+    private var uplink: [UplinkPacket] = []
+    private var downlink: [UInt8] = []
+    private var eventTimer: TimerToken?
+    /// Timers other than the connection event, with their deadlines (pruned as they pass).
+    private var otherTimers: [(token: TimerToken, deadline: Duration)] = []
+    private var lastEvent: Duration?
+
+    private(set) var hostBytesDelivered = 0
+    private(set) var deviceBytesDelivered = 0
+    var disconnectAfterHostBytes: Int?
+    var disconnectAfterDeviceBytes: Int?
+
+    init(peripheral: XTalkSimulatedPeripheral, scheduler: any TimerScheduling, random: SimulatorRandom) {
+        self.peripheral = peripheral
+        self.scheduler = scheduler
+        self.random = random
+        connectedAt = scheduler.elapsed
+        credits = max(1, peripheral.device.link.writeWithoutResponseCredits)
+        let exchange = peripheral.device.link.mtuExchangeDelay
+        after(exchange) { [unowned self] in
+            self.mtu = min(517, max(23, self.peripheral.device.link.mtu))
+        }
+    }
+
+    private var isCurrent: Bool { peripheral.link === self }
+    private var configuration: XTalkSimulatedLink { peripheral.device.link }
+
+    /// The ATT round trip of a GATT procedure: two connection events.
+    var procedureDelay: Duration { configuration.connectionInterval * 2 }
+
+    var canSendWriteWithoutResponse: Bool { credits > 0 }
+
+    /// Cancels every timer: the connection is gone.
+    func close() {
+        if let eventTimer { scheduler.cancel(eventTimer) }
+        eventTimer = nil
+        for timer in otherTimers { scheduler.cancel(timer.token) }
+        otherTimers.removeAll()
+        uplink.removeAll()
+        downlink.removeAll()
+    }
+
+    /// Runs `action` after `delay` if this is still the peripheral's connection.
+    func after(_ delay: Duration, _ action: @escaping @MainActor () -> Void) {
+        let now = scheduler.elapsed
+        otherTimers.removeAll { $0.deadline < now }
+        let token = scheduler.schedule(after: delay) { [weak self] in
+            guard let self, self.isCurrent else { return }
+            action()
+        }
+        otherTimers.append((token, now + delay))
+    }
+
+    func setSubscribed(_ value: Bool) {
+        subscribed = value
+    }
+
+    // MARK: Host → device
+
+    enum WriteOutcome: Equatable {
+        case accepted
+        case dropped(String)
+    }
+
+    /// A write without response: accepted while there is a credit, otherwise
+    /// dropped, as CoreBluetooth's delivery is best-effort then.
+    func writeWithoutResponse(_ data: Data) -> WriteOutcome {
+        guard data.count <= mtu - 3 else { return .dropped("longer than MTU - 3 (\(mtu - 3))") }
+        guard credits > 0 else { return .dropped("no write-without-response credit left") }
+        credits -= 1
+        uplink.append(UplinkPacket(bytes: Array(data), withoutResponse: true, acknowledges: nil))
+        scheduleEvent()
+        return .accepted
+    }
+
+    /// A write with response: long writes take one packet per MTU − 3 bytes
+    /// and are acknowledged after the last one reaches the device.
+    func writeWithResponse(_ data: Data, characteristic: BleCharacteristicRef) {
+        let size = mtu - 3
+        var offset = 0
+        let bytes = Array(data)
+        repeat {
+            let end = min(bytes.count, offset + size)
+            let last = end == bytes.count
+            uplink.append(UplinkPacket(bytes: Array(bytes[offset..<end]), withoutResponse: false,
+                                       acknowledges: last ? characteristic : nil))
+            offset = end
+        } while offset < bytes.count
+        scheduleEvent()
+    }
+
+    // MARK: Device → host
+
+    /// Bytes the device's UART produced; they leave as notifications when the
+    /// host is subscribed (a BLE module cannot notify otherwise).
+    func deviceOutput(_ bytes: [UInt8]) {
+        guard subscribed else {
+            peripheral.droppedNotificationBytes += bytes.count
+            return
+        }
+        downlink += bytes
+        scheduleEvent()
+    }
+
+    // MARK: Connection events
+
+    private func scheduleEvent() {
+        guard eventTimer == nil else { return }
+        let interval = configuration.connectionInterval
+        let now = scheduler.elapsed
+        var delay = Duration.zero
+        if interval > .zero {
+            // The next anchor point on the connection's event grid, never two events at once.
+            let sinceConnect = now - connectedAt
+            let periods = (sinceConnect / interval).rounded(.up)
+            var next = connectedAt + interval * periods
+            if let lastEvent, next <= lastEvent { next = lastEvent + interval }
+            delay = next - now
+        }
+        eventTimer = scheduler.schedule(after: delay) { [weak self] in
+            guard let self, self.isCurrent else { return }
+            self.eventTimer = nil
+            self.connectionEvent()
+        }
+    }
+
+    private func connectionEvent() {
+        lastEvent = scheduler.elapsed
+        let budget = max(1, configuration.packetsPerConnectionEvent)
+        var sent = 0
+        while sent < budget, !uplink.isEmpty {
+            var packet = uplink.removeFirst()
+            sent += 1
+            if let limit = disconnectAfterHostBytes, hostBytesDelivered + packet.bytes.count >= limit {
+                packet.bytes = Array(packet.bytes.prefix(limit - hostBytesDelivered))
+                hostBytesDelivered = limit
+                peripheral.firmwareReceive(packet.bytes)
+                peripheral.loseLink()
+                return
+            }
+            hostBytesDelivered += packet.bytes.count
+            peripheral.firmwareReceive(packet.bytes)
+            if packet.withoutResponse {
+                credits += 1
+                if credits == 1 { peripheral.post(.readyToSendWriteWithoutResponse(peripheral: peripheral.id)) }
+            }
+            if let characteristic = packet.acknowledges {
+                peripheral.post(.writeCompleted(peripheral: peripheral.id, characteristic: characteristic, error: nil))
+            }
+            guard isCurrent else { return }  // the firmware or a fault may have ended the link
+        }
+        var notified = 0
+        while notified < budget, !downlink.isEmpty {
+            var count = notificationSize(available: downlink.count)
+            notified += 1
+            var lose = false
+            if let limit = disconnectAfterDeviceBytes, deviceBytesDelivered + count >= limit {
+                count = limit - deviceBytesDelivered
+                lose = true
+            }
+            let chunk = Data(downlink.prefix(count))
+            downlink.removeFirst(count)
+            deviceBytesDelivered += count
+            if !chunk.isEmpty {
+                peripheral.post(.valueUpdated(peripheral: peripheral.id,
+                                              characteristic: BleCharacteristicRef(service: XTalkGatt.passthroughService,
+                                                                                   characteristic: XTalkGatt.passthroughRX),
+                                              value: chunk, error: nil))
+            }
+            if lose {
+                peripheral.loseLink()
+                return
+            }
+        }
+        if !uplink.isEmpty || !downlink.isEmpty { scheduleEvent() }
+    }
+
+    private func notificationSize(available: Int) -> Int {
+        let maximum = min(available, mtu - 3)
+        switch configuration.notificationSplit {
+        case .packed: return maximum
+        case .singleBytes: return 1
+        case .random: return random.int(in: 1...maximum)
+        }
+    }
+}

@@ -1,0 +1,332 @@
+import Foundation
+import XTalkBleSdk
+
+/// One simulated xTalk device, described in one place: how it advertises,
+/// its radio firmware, its BLE link and its GATT database.
+///
+/// The defaults describe a healthy, current device (xor firmware, challenge
+/// required, canonical identifier, eFuse serial, MTU 247). Change a field to
+/// get any firmware variant or fault; see `XTalkSimulatedFirmware`,
+/// `XTalkSimulatedLink` and `XTalkSimulatedGatt`.
+public struct XTalkSimulatedDevice: Sendable {
+    /// The advertised local name.
+    public var name: String
+    /// The public address carried in manufacturer data (`AA:BB:CC:DD:EE:FF`),
+    /// or nil for a device that advertises no manufacturer data.
+    public var address: String?
+    /// Mean received signal strength at the central, in dBm.
+    public var rssi: Int
+    /// Each advertisement's RSSI varies uniformly by up to this many dB.
+    public var rssiJitter: Int
+    /// Time between advertisements while not connected.
+    public var advertisingInterval: Duration
+    /// Whether advertisements carry the passthrough service UUID (the scan filter).
+    public var advertisesPassthroughService: Bool
+    public var firmware: XTalkSimulatedFirmware
+    public var link: XTalkSimulatedLink
+    public var gatt: XTalkSimulatedGatt
+
+    public init(
+        name: String = "xTalk-0001",
+        address: String? = "C0:FF:EE:00:00:01",
+        rssi: Int = -58,
+        rssiJitter: Int = 3,
+        advertisingInterval: Duration = .milliseconds(100),
+        advertisesPassthroughService: Bool = true,
+        firmware: XTalkSimulatedFirmware = XTalkSimulatedFirmware(),
+        link: XTalkSimulatedLink = XTalkSimulatedLink(),
+        gatt: XTalkSimulatedGatt = XTalkSimulatedGatt()
+    ) {
+        self.name = name
+        self.address = address
+        self.rssi = rssi
+        self.rssiJitter = rssiJitter
+        self.advertisingInterval = advertisingInterval
+        self.advertisesPassthroughService = advertisesPassthroughService
+        self.firmware = firmware
+        self.link = link
+        self.gatt = gatt
+    }
+}
+
+/// Where the device's serial number comes from (`AT+ID?` reports it).
+public enum XTalkSimulatedSerialSource: String, Sendable, Hashable {
+    /// Burnt into eFuse at manufacturing: reported as `EFUSE`.
+    case efuse = "EFUSE"
+    /// Configured later: reported as `SN`.
+    case configured = "SN"
+}
+
+/// The radio MCU's firmware: the AT command set of PROTOCOL.md section 6 and
+/// its variants and faults.
+public struct XTalkSimulatedFirmware: Sendable {
+    /// The encoding the firmware uses in both directions.
+    public var encoding: XTalkAtEncoding
+    /// Echo each received command line before its response.
+    public var echo: Bool
+    /// `AT+AUTH?` answers `+AUTH:1` (challenge required) or `+AUTH:0`.
+    public var challengeRequired: Bool
+    /// The 32-bit device identifier exactly as the firmware reports it (legacy
+    /// firmware reports bit 31 clear).
+    public var deviceID: UInt32
+    /// The serial text reported by `AT+ID?`, e.g. `XT2648012345`.
+    public var serial: String
+    public var serialSource: XTalkSimulatedSerialSource
+    /// `AT+VER?` answers `+VER:<version>`.
+    public var version: String
+    /// Radio frequency in Hz (`AT+FREQ?`), settable within 150–960 MHz.
+    public var frequency: Int
+    /// Transmit power in dBm (`AT+TXP?`), settable within -9…22.
+    public var txPower: Int
+    /// The 32-byte Ed25519 seed the firmware signs challenges with; nil means
+    /// the built-in development key.
+    public var signingKeySeed: [UInt8]?
+    /// Time the MCU takes to answer a complete command line.
+    public var processingDelay: Duration
+    /// Radio airtime of a frame: `airtimeBase + airtimePerByte × payload bytes`.
+    public var airtimeBase: Duration
+    public var airtimePerByte: Duration
+    /// How transmissions end: nil for `+SENDFIN:OK`, or the failure reason of
+    /// `+SENDFIN:FAIL,<reason>`.
+    public var sendFailureReason: String?
+    /// Time from `AT+RST`'s `OK` to `+READY`.
+    public var resetDuration: Duration
+    /// A partial command line is discarded after this much silence (a UART
+    /// inter-character timeout); nil keeps it forever.
+    public var partialLineTimeout: Duration?
+    /// The longest command line the firmware accepts (longer ones answer `ERROR`).
+    public var maxCommandLength: Int
+    /// Misbehaviour to reproduce field problems.
+    public var faults: XTalkFirmwareFaults
+
+    public init(
+        encoding: XTalkAtEncoding = .xor,
+        echo: Bool = false,
+        challengeRequired: Bool = true,
+        deviceID: UInt32 = XTalkSimulatedFirmware.identifier(year: 2026, week: 48, serialNumber: 12345),
+        serial: String = "XT2648012345",
+        serialSource: XTalkSimulatedSerialSource = .efuse,
+        version: String = "2.1.0",
+        frequency: Int = 868_100_000,
+        txPower: Int = 14,
+        signingKeySeed: [UInt8]? = nil,
+        processingDelay: Duration = .milliseconds(2),
+        airtimeBase: Duration = .milliseconds(20),
+        airtimePerByte: Duration = .microseconds(500),
+        sendFailureReason: String? = nil,
+        resetDuration: Duration = .milliseconds(300),
+        partialLineTimeout: Duration? = .milliseconds(500),
+        maxCommandLength: Int = 1024,
+        faults: XTalkFirmwareFaults = XTalkFirmwareFaults()
+    ) {
+        self.encoding = encoding
+        self.echo = echo
+        self.challengeRequired = challengeRequired
+        self.deviceID = deviceID
+        self.serial = serial
+        self.serialSource = serialSource
+        self.version = version
+        self.frequency = frequency
+        self.txPower = txPower
+        self.signingKeySeed = signingKeySeed
+        self.processingDelay = processingDelay
+        self.airtimeBase = airtimeBase
+        self.airtimePerByte = airtimePerByte
+        self.sendFailureReason = sendFailureReason
+        self.resetDuration = resetDuration
+        self.partialLineTimeout = partialLineTimeout
+        self.maxCommandLength = maxCommandLength
+        self.faults = faults
+    }
+
+    /// The identifier layout of PROTOCOL.md section 9, computed independently
+    /// of the SDK's codec: bit 31 set unless `legacy`, year − 2000 in bits
+    /// 30–25, ISO week in 24–19, serial number in 18–0.
+    public static func identifier(year: Int, week: Int, serialNumber: UInt32, legacy: Bool = false) -> UInt32 {
+        let yy = UInt32(truncatingIfNeeded: year >= 2000 ? year - 2000 : year) & 0x3F
+        let ww = UInt32(truncatingIfNeeded: week) & 0x3F
+        let flag: UInt32 = legacy ? 0 : 0x8000_0000
+        return flag | yy << 25 | ww << 19 | (serialNumber & 0x7FFFF)
+    }
+
+    /// A firmware whose identifier and serial agree, from the serial's fields.
+    public static func identity(
+        year: Int, week: Int, serialNumber: UInt32,
+        legacy: Bool = false, source: XTalkSimulatedSerialSource = .efuse
+    ) -> XTalkSimulatedFirmware {
+        var firmware = XTalkSimulatedFirmware()
+        firmware.deviceID = identifier(year: year, week: week, serialNumber: serialNumber, legacy: legacy)
+        let yy = (year >= 2000 ? year - 2000 : year) % 100
+        firmware.serial = "XT" + pad(yy, 2) + pad(week, 2) + pad(Int(serialNumber), 6)
+        firmware.serialSource = source
+        return firmware
+    }
+
+    private static func pad(_ value: Int, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+}
+
+/// Firmware misbehaviour, all off by default.
+public struct XTalkFirmwareFaults: Sendable {
+    /// Never answer anything (no echo, no response, no URC from commands).
+    public var silent: Bool
+    /// Commands (matched by prefix, e.g. `"AT+VER?"`) that get no answer at all.
+    public var silentCommands: [String]
+    /// Extra delay before every answer: set it beyond the host's timeout to
+    /// produce late replies.
+    public var replyDelay: Duration
+    /// Replace the answer to commands matching a prefix with these lines
+    /// (final code included), e.g. `["AT+CHAL=": ["+CHAL:XYZ", "OK"]]`.
+    public var scriptedReplies: [String: [String]]
+    /// Sign challenges with a key other than the configured one.
+    public var wrongSignature: Bool
+    /// Answer `AT+CHAL=` with a malformed `+CHAL:` line.
+    public var malformedChallengeReply: Bool
+    /// Answer the first N challenges with `+CHAL:ERR`.
+    public var rejectedChallenges: Int
+    /// Answer every challenge with the reply to the first nonce ever signed (a replay).
+    public var replayFirstChallengeReply: Bool
+    /// Report (and sign) this identifier in `+CHAL:` instead of the real one.
+    public var challengeDeviceIDOverride: UInt32?
+    /// Emit this many random bytes (not a line) before every answer.
+    public var garbageBeforeReplies: Int
+
+    public init(
+        silent: Bool = false,
+        silentCommands: [String] = [],
+        replyDelay: Duration = .zero,
+        scriptedReplies: [String: [String]] = [:],
+        wrongSignature: Bool = false,
+        malformedChallengeReply: Bool = false,
+        rejectedChallenges: Int = 0,
+        replayFirstChallengeReply: Bool = false,
+        challengeDeviceIDOverride: UInt32? = nil,
+        garbageBeforeReplies: Int = 0
+    ) {
+        self.silent = silent
+        self.silentCommands = silentCommands
+        self.replyDelay = replyDelay
+        self.scriptedReplies = scriptedReplies
+        self.wrongSignature = wrongSignature
+        self.malformedChallengeReply = malformedChallengeReply
+        self.rejectedChallenges = rejectedChallenges
+        self.replayFirstChallengeReply = replayFirstChallengeReply
+        self.challengeDeviceIDOverride = challengeDeviceIDOverride
+        self.garbageBeforeReplies = garbageBeforeReplies
+    }
+}
+
+/// How notifications cut the device's output into chunks.
+public enum XTalkNotificationSplit: Sendable, Hashable {
+    /// Pack bytes into notifications of up to MTU − 3 bytes.
+    case packed
+    /// Cut at random points (seeded): replies split anywhere, down to one byte.
+    case random
+    /// One byte per notification.
+    case singleBytes
+}
+
+/// The BLE link between the central and the device.
+public struct XTalkSimulatedLink: Sendable {
+    /// The ATT MTU after the exchange (23–517); the link starts at 23.
+    public var mtu: Int
+    /// Time after connecting until the MTU exchange completes.
+    public var mtuExchangeDelay: Duration
+    /// The connection interval; `.zero` is an ideal link that moves data at once.
+    public var connectionInterval: Duration
+    /// Packets per direction per connection event.
+    public var packetsPerConnectionEvent: Int
+    /// Write-without-response buffer in packets (the flow-control credits).
+    public var writeWithoutResponseCredits: Int
+    /// Time from `connect` to the connection (never, when `connectionNeverCompletes`).
+    public var connectDelay: Duration
+    /// A connection attempt that never completes (CoreBluetooth never times out).
+    public var connectionNeverCompletes: Bool
+    /// Refuse the connection: `didFailToConnect` after `connectDelay`.
+    public var refusesConnection: Bool
+    /// Time until the central notices a lost link (supervision timeout).
+    public var supervisionTimeout: Duration
+    public var notificationSplit: XTalkNotificationSplit
+
+    public init(
+        mtu: Int = 247,
+        mtuExchangeDelay: Duration = .milliseconds(30),
+        connectionInterval: Duration = .milliseconds(15),
+        packetsPerConnectionEvent: Int = 6,
+        writeWithoutResponseCredits: Int = 8,
+        connectDelay: Duration = .milliseconds(40),
+        connectionNeverCompletes: Bool = false,
+        refusesConnection: Bool = false,
+        supervisionTimeout: Duration = .zero,
+        notificationSplit: XTalkNotificationSplit = .packed
+    ) {
+        self.mtu = mtu
+        self.mtuExchangeDelay = mtuExchangeDelay
+        self.connectionInterval = connectionInterval
+        self.packetsPerConnectionEvent = packetsPerConnectionEvent
+        self.writeWithoutResponseCredits = writeWithoutResponseCredits
+        self.connectDelay = connectDelay
+        self.connectionNeverCompletes = connectionNeverCompletes
+        self.refusesConnection = refusesConnection
+        self.supervisionTimeout = supervisionTimeout
+        self.notificationSplit = notificationSplit
+    }
+
+    /// An ideal link for benchmarks and fast tests: no latency, MTU 247.
+    public static var ideal: XTalkSimulatedLink {
+        XTalkSimulatedLink(mtuExchangeDelay: .zero, connectionInterval: .zero, connectDelay: .zero)
+    }
+}
+
+/// The device's GATT database (PROTOCOL.md section 2) and its variants.
+public struct XTalkSimulatedGatt: Sendable {
+    public var hasPassthroughService: Bool
+    public var hasPassthroughTX: Bool
+    public var hasPassthroughRX: Bool
+    /// TX supports write-without-response (otherwise only write with response).
+    public var txSupportsWriteWithoutResponse: Bool
+    /// Refuse the RX notification subscription with this ATT error text.
+    public var subscriptionRefusal: String?
+    public var hasBatteryService: Bool
+    public var hasDeviceInformationService: Bool
+    /// Battery Level characteristic value.
+    public var batteryLevel: UInt8
+    /// Firmware Revision String bytes (BLE firmware), as stored.
+    public var firmwareRevision: Data
+    /// Hardware Revision String bytes, as stored.
+    public var hardwareRevision: Data
+    /// Reads of these characteristics fail with an ATT error (read not permitted).
+    public var failingReads: Set<String>
+    /// Reads of these characteristics never answer.
+    public var silentReads: Set<String>
+
+    public init(
+        hasPassthroughService: Bool = true,
+        hasPassthroughTX: Bool = true,
+        hasPassthroughRX: Bool = true,
+        txSupportsWriteWithoutResponse: Bool = true,
+        subscriptionRefusal: String? = nil,
+        hasBatteryService: Bool = true,
+        hasDeviceInformationService: Bool = true,
+        batteryLevel: UInt8 = 87,
+        firmwareRevision: Data = Data("1.4.2\0".utf8),
+        hardwareRevision: Data = Data(" XT-R2 ".utf8),
+        failingReads: Set<String> = [],
+        silentReads: Set<String> = []
+    ) {
+        self.hasPassthroughService = hasPassthroughService
+        self.hasPassthroughTX = hasPassthroughTX
+        self.hasPassthroughRX = hasPassthroughRX
+        self.txSupportsWriteWithoutResponse = txSupportsWriteWithoutResponse
+        self.subscriptionRefusal = subscriptionRefusal
+        self.hasBatteryService = hasBatteryService
+        self.hasDeviceInformationService = hasDeviceInformationService
+        self.batteryLevel = batteryLevel
+        self.firmwareRevision = firmwareRevision
+        self.hardwareRevision = hardwareRevision
+        self.failingReads = failingReads
+        self.silentReads = silentReads
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import XTalkBleSdk
+
+/// The phone's Bluetooth as the simulated central sees it.
+public enum XTalkSimulatedBluetoothState: Sendable, Hashable {
+    case poweredOn
+    case poweredOff
+    /// The app is not allowed to use Bluetooth.
+    case unauthorized
+    /// The platform has no Bluetooth LE.
+    case unsupported
+    /// The Bluetooth stack is restarting.
+    case resetting
+
+    var managerState: BleManagerState {
+        switch self {
+        case .poweredOn: .poweredOn
+        case .poweredOff: .poweredOff
+        case .unauthorized: .unauthorized
+        case .unsupported: .unsupported
+        case .resetting: .resetting
+        }
+    }
+}
+
+/// A simulated radio environment: the phone's Bluetooth (a CoreBluetooth-like
+/// central) and the xTalk devices around it.
+///
+/// One environment serves one client. Use it with a `XTalkVirtualClock` in
+/// tests and previews (nothing sleeps; you move time) or on the real clock in
+/// tools and demos. Every instance is independent: no global state.
+@MainActor
+public final class XTalkSimulatedEnvironment {
+    /// The virtual clock, when the environment runs in virtual time.
+    public let virtualClock: XTalkVirtualClock?
+    package let scheduler: any TimerScheduling
+    let random: SimulatorRandom
+    /// The central the client talks to (the backend seam).
+    package private(set) lazy var central = SimulatedCentral(environment: self)
+    /// The devices, in the order they were added.
+    public private(set) var peripherals: [XTalkSimulatedPeripheral] = []
+    public private(set) var bluetoothState: XTalkSimulatedBluetoothState
+    /// Commands the app issued that CoreBluetooth would refuse with an "API
+    /// MISUSE" log (e.g. while not powered on, or on a disconnected peripheral).
+    public private(set) var apiMisuses: [String] = []
+    private(set) var isShutDown = false
+
+    private var scanning = false
+    private var scanFilter: [BleUUID] = []
+    private var advertisingTimers: [UUID: TimerToken] = [:]
+
+    /// An environment in virtual time: `clock` moves only when a test moves it.
+    public convenience init(
+        devices: [XTalkSimulatedDevice] = [XTalkSimulatedDevice()],
+        clock: XTalkVirtualClock,
+        bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
+        seed: UInt64 = 0x5EED
+    ) {
+        self.init(devices: devices, scheduler: clock, virtualClock: clock, bluetoothState: bluetoothState, seed: seed)
+    }
+
+    /// An environment on the real clock (tools, demos, previews).
+    public convenience init(
+        devices: [XTalkSimulatedDevice] = [XTalkSimulatedDevice()],
+        bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
+        seed: UInt64 = 0x5EED
+    ) {
+        self.init(devices: devices, scheduler: ClockTimerScheduler(clock: ContinuousClock()), virtualClock: nil,
+                  bluetoothState: bluetoothState, seed: seed)
+    }
+
+    private init(
+        devices: [XTalkSimulatedDevice], scheduler: any TimerScheduling, virtualClock: XTalkVirtualClock?,
+        bluetoothState: XTalkSimulatedBluetoothState, seed: UInt64
+    ) {
+        self.scheduler = scheduler
+        self.virtualClock = virtualClock
+        self.bluetoothState = bluetoothState
+        random = SimulatorRandom(seed: seed)
+        for device in devices { addDevice(device) }
+        // Like CBCentralManager: the state is reported shortly after creation.
+        central.post(.stateChanged(bluetoothState.managerState))
+    }
+
+    /// The backend a client uses to talk to this environment.
+    package var backend: any BleBackend { central }
+
+    /// Adds a device; it advertises at once (found by a running scan).
+    @discardableResult
+    public func addDevice(_ device: XTalkSimulatedDevice) -> XTalkSimulatedPeripheral {
+        let id = UUID(uuid: randomUUIDBytes())
+        let peripheral = XTalkSimulatedPeripheral(id: id, device: device, environment: self)
+        peripherals.append(peripheral)
+        resumeAdvertising(peripheral)
+        return peripheral
+    }
+
+    /// The first device with this advertised name.
+    public func peripheral(named name: String) -> XTalkSimulatedPeripheral? {
+        peripherals.first { $0.device.name == name }
+    }
+
+    public func peripheral(id: UUID) -> XTalkSimulatedPeripheral? {
+        peripherals.first { $0.id == id }
+    }
+
+    /// Changes the phone's Bluetooth state. Leaving `.poweredOn` stops the scan
+    /// and drops every connection without a disconnect callback, as
+    /// CoreBluetooth does; the app learns it from the state change.
+    public func setBluetoothState(_ state: XTalkSimulatedBluetoothState) {
+        guard state != bluetoothState else { return }
+        bluetoothState = state
+        if state != .poweredOn {
+            stopScanning()
+            for peripheral in peripherals { peripheral.dropSilently() }
+        }
+        central.post(.stateChanged(state.managerState))
+    }
+
+    /// Stops everything: scans, connections, firmware timers, radio traffic.
+    /// Afterwards no timer of the environment is pending and no event is delivered.
+    public func shutDown() {
+        stopScanning()
+        for peripheral in peripherals { peripheral.shutDown() }
+        isShutDown = true
+    }
+
+    func recordMisuse(_ message: String) {
+        apiMisuses.append(message)
+    }
+
+    // MARK: Advertising
+
+    func startScanning(filter: [BleUUID]) {
+        stopScanning()
+        scanning = true
+        scanFilter = filter
+        for peripheral in peripherals { resumeAdvertising(peripheral, firstWithin: true) }
+    }
+
+    func stopScanning() {
+        scanning = false
+        for token in advertisingTimers.values { scheduler.cancel(token) }
+        advertisingTimers.removeAll()
+    }
+
+    func stopAdvertising(_ peripheral: XTalkSimulatedPeripheral) {
+        if let token = advertisingTimers.removeValue(forKey: peripheral.id) { scheduler.cancel(token) }
+    }
+
+    /// Schedules the device's next advertisement while a scan runs and the
+    /// device is free (a connected device does not advertise).
+    func resumeAdvertising(_ peripheral: XTalkSimulatedPeripheral, firstWithin: Bool = true) {
+        stopAdvertising(peripheral)
+        guard scanning, !isShutDown, case .disconnected = peripheral.connectionState, matchesFilter(peripheral) else { return }
+        let interval = max(peripheral.device.advertisingInterval, .milliseconds(20))
+        let delay: Duration
+        if firstWithin {
+            let millis = Int(interval / .milliseconds(1))
+            delay = .milliseconds(random.int(in: 0...max(0, millis)))
+        } else {
+            delay = interval
+        }
+        advertisingTimers[peripheral.id] = scheduler.schedule(after: delay) { [weak self, weak peripheral] in
+            guard let self, let peripheral else { return }
+            self.advertisingTimers[peripheral.id] = nil
+            self.advertise(peripheral)
+        }
+    }
+
+    private func advertise(_ peripheral: XTalkSimulatedPeripheral) {
+        guard scanning, case .disconnected = peripheral.connectionState, matchesFilter(peripheral) else { return }
+        let device = peripheral.device
+        let jitter = max(0, device.rssiJitter)
+        let rssi = device.rssi + random.int(in: -jitter...jitter)
+        var services: [BleUUID] = []
+        if device.advertisesPassthroughService { services.append(XTalkGatt.passthroughService) }
+        let advertisement = BleAdvertisement(
+            localName: device.name, manufacturerData: Self.manufacturerData(address: device.address),
+            serviceUUIDs: services)
+        central.post(.discovered(peripheral: peripheral.id, advertisement: advertisement, rssi: rssi))
+        resumeAdvertising(peripheral, firstWithin: false)
+    }
+
+    private func matchesFilter(_ peripheral: XTalkSimulatedPeripheral) -> Bool {
+        guard !scanFilter.isEmpty else { return true }
+        return peripheral.device.advertisesPassthroughService && scanFilter.contains(XTalkGatt.passthroughService)
+    }
+
+    /// Company id 0xFFFF (little-endian), version 0x01, then the 6-byte address,
+    /// most significant byte first (PROTOCOL.md section 1). Nil without a valid address.
+    static func manufacturerData(address: String?) -> Data? {
+        guard let address else { return nil }
+        let parts = address.split(separator: ":")
+        guard parts.count == 6 else { return nil }
+        var bytes: [UInt8] = [0xFF, 0xFF, 0x01]
+        for part in parts {
+            guard part.count == 2, let byte = UInt8(part, radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return Data(bytes)
+    }
+
+    private func randomUUIDBytes() -> uuid_t {
+        let b = random.bytes(16)
+        // Version 4, RFC 4122 variant: a well-formed random UUID from the seeded generator.
+        return (b[0], b[1], b[2], b[3], b[4], b[5], (b[6] & 0x0F) | 0x40, b[7],
+                (b[8] & 0x3F) | 0x80, b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+    }
+}

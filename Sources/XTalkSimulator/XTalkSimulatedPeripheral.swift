@@ -1,0 +1,222 @@
+import Foundation
+import XTalkBleSdk
+
+/// A simulated device at run time: its link to the central, its firmware, and
+/// the controls a test uses to inject traffic and faults at any moment.
+@MainActor
+public final class XTalkSimulatedPeripheral {
+    /// The identifier the central reports for this device (stable for the environment).
+    public let id: UUID
+    /// The device description; changes apply from the next use of each field
+    /// (e.g. the firmware's next command, the link's next connection event).
+    public var device: XTalkSimulatedDevice {
+        didSet { firmware.configuration = device.firmware }
+    }
+
+    unowned let environment: XTalkSimulatedEnvironment
+    let firmware: SimulatedRadioFirmware
+
+    enum ConnectionState {
+        case disconnected
+        case connecting(TimerToken?)
+        case connected
+    }
+
+    private(set) var connectionState: ConnectionState = .disconnected
+    /// The current connection; nil while not connected.
+    private(set) var link: SimulatedLink?
+    private var connectionCount = 0
+
+    /// Writes the central issued that were dropped (no credit, too long, not permitted).
+    public internal(set) var droppedWrites = 0
+    /// Device output bytes lost because no host was subscribed.
+    public internal(set) var droppedNotificationBytes = 0
+
+    init(id: UUID, device: XTalkSimulatedDevice, environment: XTalkSimulatedEnvironment) {
+        self.id = id
+        self.device = device
+        self.environment = environment
+        // The firmware's UART feeds whatever link is current; the relay breaks the init cycle.
+        let relay = OutputRelay()
+        firmware = SimulatedRadioFirmware(
+            configuration: device.firmware, scheduler: environment.scheduler, random: environment.random,
+            output: { bytes in relay.peripheral?.link?.deviceOutput(bytes) })
+        relay.peripheral = self
+    }
+
+    // MARK: State
+
+    /// True while a connection is established.
+    public var isConnected: Bool {
+        if case .connected = connectionState { return true }
+        return false
+    }
+
+    /// The current ATT MTU (23 until the exchange completes; nil when not connected).
+    public var currentMTU: Int? { link?.mtu }
+
+    /// How many connections this device accepted so far.
+    public var connections: Int { connectionCount }
+
+    /// Every command line the firmware processed, decoded, in order.
+    public var processedCommands: [String] { firmware.processedCommands }
+
+    /// Payloads the radio transmitted on air, in order.
+    public var transmittedFrames: [Data] { firmware.transmittedFrames.map { Data($0) } }
+
+    /// Bytes of host writes delivered to the device on the current connection.
+    public var hostBytesDelivered: Int { link?.hostBytesDelivered ?? 0 }
+
+    /// Notification bytes delivered to the host on the current connection.
+    public var deviceBytesDelivered: Int { link?.deviceBytesDelivered ?? 0 }
+
+    // MARK: Radio traffic and raw output
+
+    /// The radio receives a frame: the firmware emits a `+DI:` line for it
+    /// (with generated metadata, or exactly `fields` after `+DI:`).
+    public func receiveRadioFrame(_ payload: Data, fields: String? = nil) {
+        firmware.emitRadioFrame(Array(payload), fields: fields)
+    }
+
+    /// The radio reports a frame that failed its CRC (`+CRCERR:`).
+    public func reportCrcError(fields: String? = nil) {
+        firmware.emitCrcError(fields: fields)
+    }
+
+    /// The firmware writes any line (encoded, CR LF appended).
+    public func emitLine(_ text: String) {
+        firmware.emitLine(text)
+    }
+
+    /// The UART emits these bytes as they are: garbage, half lines, anything.
+    public func emitRawBytes(_ bytes: [UInt8]) {
+        firmware.emitRawBytes(bytes)
+    }
+
+    /// Periodic received frames (every `crcErrorEvery`-th one a CRC error).
+    public func startRadioTraffic(every interval: Duration, payloadSize: Int = 64, crcErrorEvery: Int? = nil) {
+        firmware.startRadioTraffic(every: interval, payloadSize: payloadSize, crcErrorEvery: crcErrorEvery)
+    }
+
+    public func stopRadioTraffic() {
+        firmware.stopRadioTraffic()
+    }
+
+    // MARK: Faults
+
+    /// The link drops now (out of range, device reset): the central learns of
+    /// it after the link's supervision timeout.
+    public func disconnect() {
+        loseLink()
+    }
+
+    /// The link drops `delay` from now (if this connection still exists then).
+    public func disconnect(after delay: Duration) {
+        link?.after(delay) { [weak self] in self?.loseLink() }
+    }
+
+    /// The link drops as soon as the device has received `count` bytes of
+    /// host writes on this connection (mid-write, when inside a line).
+    public func disconnect(afterHostBytes count: Int) {
+        guard let link else { return }
+        link.disconnectAfterHostBytes = max(link.hostBytesDelivered, count)
+    }
+
+    /// The link drops as soon as `count` notification bytes reached the host
+    /// on this connection (mid-line, when inside a line).
+    public func disconnect(afterDeviceBytes count: Int) {
+        guard let link else { return }
+        link.disconnectAfterDeviceBytes = max(link.deviceBytesDelivered, count)
+    }
+
+    // MARK: Link, called by the central
+
+    func firmwareReceive(_ bytes: [UInt8]) {
+        firmware.receive(bytes)
+    }
+
+    /// Sends an event of the current connection to the central. Events already
+    /// posted are delivered even if the link drops right after, as on a real
+    /// stack; whatever the link had not yet moved is lost with it.
+    func post(_ event: BleBackendEvent) {
+        guard link != nil else { return }
+        environment.central.post(event)
+    }
+
+    func beginConnecting() {
+        guard case .disconnected = connectionState else { return }
+        let configuration = device.link
+        guard !configuration.connectionNeverCompletes else {
+            connectionState = .connecting(nil)
+            return
+        }
+        let token = environment.scheduler.schedule(after: configuration.connectDelay) { [weak self] in
+            self?.completeConnecting()
+        }
+        connectionState = .connecting(token)
+    }
+
+    private func completeConnecting() {
+        guard case .connecting = connectionState else { return }
+        if device.link.refusesConnection {
+            connectionState = .disconnected
+            environment.central.post(.failedToConnect(
+                peripheral: id, error: BleBackendError(.connectionFailed, "the device refused the connection")))
+            return
+        }
+        connectionCount += 1
+        connectionState = .connected
+        link = SimulatedLink(peripheral: self, scheduler: environment.scheduler, random: environment.random)
+        environment.stopAdvertising(self)
+        post(.connected(peripheral: id))
+    }
+
+    /// The central cancels the connection or the attempt (`error` nil).
+    func cancelConnection() {
+        switch connectionState {
+        case .disconnected:
+            return
+        case .connecting(let token):
+            if let token { environment.scheduler.cancel(token) }
+        case .connected:
+            break
+        }
+        tearDown()
+        environment.central.post(.disconnected(peripheral: id, error: nil))
+    }
+
+    /// The link is lost without the central asking.
+    func loseLink() {
+        guard case .connected = connectionState else { return }
+        tearDown()
+        let timeout = device.link.supervisionTimeout
+        let id = self.id
+        environment.central.post(after: timeout, .disconnected(
+            peripheral: id, error: BleBackendError(.peripheralDisconnected, "the peripheral disconnected")))
+    }
+
+    /// Drops the connection silently (Bluetooth powered off: no callback).
+    func dropSilently() {
+        if case .connecting(let token) = connectionState, let token { environment.scheduler.cancel(token) }
+        tearDown()
+    }
+
+    private func tearDown() {
+        link?.close()
+        link = nil
+        connectionState = .disconnected
+        environment.resumeAdvertising(self)
+    }
+
+    /// Cancels every timer of this device (environment shutdown).
+    func shutDown() {
+        dropSilently()
+        firmware.shutDown()
+    }
+}
+
+/// Carries the firmware's output to its peripheral without a retain cycle.
+@MainActor
+private final class OutputRelay {
+    weak var peripheral: XTalkSimulatedPeripheral?
+}
