@@ -499,3 +499,89 @@ struct SimulatedLinkTests {
         probe.finish()
     }
 }
+
+@Suite("Simulated device end to end over the link")
+@MainActor
+struct SimulatedDeviceEndToEndTests {
+    /// Writes one command line and returns the decoded notification text once
+    /// `terminator` arrived, with the virtual time it took.
+    func roundTrip(_ probe: CentralProbe, _ command: String, encoding: XTalkAtEncoding,
+                   until terminator: String = "OK\r\n") async -> (text: String, elapsed: Duration) {
+        let key: UInt8 = encoding == .xor ? 0x5A : 0
+        let start = probe.clock.elapsed
+        let seen = probe.notifications.count
+        probe.backend.writeValue(Data((command + "\r\n").utf8.map { $0 ^ key }), for: CentralProbe.tx, of: probe.id,
+                                 type: .withoutResponse)
+        var text = ""
+        for _ in 0..<2_000 where !text.hasSuffix(terminator) {
+            await probe.clock.advance(by: .milliseconds(1))
+            text = String(decoding: probe.notifications.dropFirst(seen).joined().map { $0 ^ key }, as: UTF8.self)
+        }
+        return (text, probe.clock.elapsed - start)
+    }
+
+    @Test("AT commands travel over the link in the firmware's encoding", arguments: XTalkAtEncoding.allCases)
+    func atOverLink(_ encoding: XTalkAtEncoding) async {
+        var device = XTalkSimulatedDevice()
+        device.firmware.encoding = encoding
+        device.firmware.echo = true
+        let probe = CentralProbe(devices: [device])
+        await probe.connectAndSubscribe()
+        #expect(await roundTrip(probe, "AT+VER?", encoding: encoding).text == "AT+VER?\r\n+VER:2.1.0\r\nOK\r\n")
+        #expect(await roundTrip(probe, "AT+ID?", encoding: encoding).text
+                == "AT+ID?\r\n+ID:A5812345,EFUSE,XT2648012345\r\nOK\r\n".replacingOccurrences(of: "A5812345", with: hex(device.firmware.deviceID)))
+        #expect(probe.peripheral.processedCommands == ["AT+VER?", "AT+ID?"])
+        probe.finish()
+    }
+
+    @Test("a round trip costs whole connection intervals plus the MCU's processing time",
+          arguments: [Duration.milliseconds(15), .milliseconds(30)])
+    func latency(_ interval: Duration) async {
+        var device = XTalkSimulatedDevice()
+        device.link.connectionInterval = interval
+        device.firmware.processingDelay = .milliseconds(2)
+        let probe = CentralProbe(devices: [device])
+        await probe.connectAndSubscribe()
+        let (text, elapsed) = await roundTrip(probe, "AT", encoding: .xor)
+        #expect(text == "OK\r\n")
+        // Up to one interval to the next event (write), 2 ms of processing, then the next event (notify).
+        #expect(elapsed > interval && elapsed <= interval * 2 + .milliseconds(1))
+        probe.finish()
+    }
+
+    @Test("an ideal link answers at once")
+    func idealLink() async {
+        var device = XTalkSimulatedDevice(link: .ideal)
+        device.firmware.processingDelay = .zero
+        let probe = CentralProbe(devices: [device])
+        await probe.connectAndSubscribe()
+        let (text, elapsed) = await roundTrip(probe, "AT+PING=abc", encoding: .xor)
+        #expect(text == "+PING:abc\r\nOK\r\n")
+        #expect(elapsed == .milliseconds(1))  // the first 1 ms step of the loop
+        probe.finish()
+    }
+
+    @Test("radio traffic reaches the host as +DI: lines while connected and is lost otherwise")
+    func radioTraffic() async {
+        let probe = CentralProbe()
+        await probe.connectAndSubscribe()
+        probe.peripheral.startRadioTraffic(every: .milliseconds(100), payloadSize: 8)
+        // Ten frames in one second, each delivered at the connection event after it.
+        await probe.advance(.milliseconds(1_020))
+        let text = String(decoding: probe.notifications.joined().map { $0 ^ 0x5A }, as: UTF8.self)
+        #expect(text.components(separatedBy: "\r\n").filter { $0.hasPrefix("+DI:") }.count == 10)
+        probe.peripheral.disconnect()
+        await probe.advance(.milliseconds(1_000))
+        probe.peripheral.stopRadioTraffic()
+        // Frames the radio received while no host was connected are not queued for the next connection.
+        await probe.connectAndSubscribe()
+        await probe.advance(.seconds(1))
+        #expect(probe.notifications.isEmpty)
+        probe.finish()
+    }
+
+    func hex(_ value: UInt32) -> String {
+        let digits = Array("0123456789ABCDEF")
+        return String((0..<8).reversed().map { digits[Int((value >> (UInt32($0) * 4)) & 0xF)] })
+    }
+}

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Byte-level text encodings of PROTOCOL.md section 4.
 ///
 /// Both encodings are stateless per byte, so a line can be decoded in any
@@ -23,27 +25,44 @@ extension XTalkAtEncoding {
     }
 }
 
-/// What PROTOCOL.md allows as command text: non-empty printable ASCII without
-/// CR or LF. Checked before any byte is written, since a CR or LF would inject
-/// a second command.
-enum AtCommandText {
-    /// Returns nil when `text` is acceptable, otherwise a sentence naming the problem.
-    static func problem(in text: String) -> String? {
-        if text.isEmpty { return "the command text is empty" }
+/// What PROTOCOL.md allows as input, checked before any byte is written: a
+/// CR or LF inside command text would inject a second command, and a payload
+/// outside 1–240 bytes would be rejected by the device anyway.
+enum AtInputValidation {
+    /// The largest radio payload (PROTOCOL.md section 7).
+    static let maximumPayloadLength = 240
+
+    /// Accepts non-empty printable ASCII without CR or LF; otherwise throws
+    /// `.writeFailed` naming the problem and where it is.
+    static func validateCommand(_ text: String) throws(XTalkBleError) {
+        if text.isEmpty { throw .writeFailed("invalid AT command: the text is empty") }
         for (offset, byte) in text.utf8.enumerated() {
             switch byte {
-            case 0x0D: return "the command text contains CR at byte \(offset)"
-            case 0x0A: return "the command text contains LF at byte \(offset)"
+            case 0x0D: throw .writeFailed("invalid AT command: CR at byte \(offset) would end the line early")
+            case 0x0A: throw .writeFailed("invalid AT command: LF at byte \(offset) would end the line early")
             case 0x20...0x7E: continue
             default:
-                return "the command text contains a byte that is not printable ASCII (0x\(hex2(byte))) at byte \(offset)"
+                throw .writeFailed(
+                    "invalid AT command: byte \(offset) (0x\(Hex.encode([byte]))) is not printable ASCII")
             }
         }
-        return nil
     }
 
-    private static func hex2(_ byte: UInt8) -> String {
-        let digits = Array("0123456789ABCDEF")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+    /// Returns the payload as the uppercase hex of `AT+SEND=`, or throws
+    /// `.writeFailed` for an empty or oversized payload.
+    static func hexPayload(_ payload: Data) throws(XTalkBleError) -> String {
+        if payload.isEmpty { throw .writeFailed("invalid RF payload: it is empty (1–240 bytes allowed)") }
+        if payload.count > maximumPayloadLength {
+            throw .writeFailed("invalid RF payload: \(payload.count) bytes (1–240 bytes allowed)")
+        }
+        return Hex.encode(payload)
+    }
+
+    /// Accepts a positive timeout in milliseconds; otherwise throws `.writeFailed`.
+    static func timeout(milliseconds: Int) throws(XTalkBleError) -> Duration {
+        guard milliseconds > 0 else {
+            throw .writeFailed("invalid timeout: \(milliseconds) ms (it must be greater than zero)")
+        }
+        return .milliseconds(milliseconds)
     }
 }
