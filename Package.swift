@@ -33,6 +33,7 @@ let package = Package(
             dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]
         ),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(name: "XTalkBleClientTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto"]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ],

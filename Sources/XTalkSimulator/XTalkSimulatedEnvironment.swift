@@ -44,6 +44,8 @@ public final class XTalkSimulatedEnvironment {
     /// MISUSE" log (e.g. while not powered on, or on a disconnected peripheral).
     public private(set) var apiMisuses: [String] = []
     private(set) var isShutDown = false
+    /// When set, the platform reports scans as failed with this reason.
+    public var scanFailure: String?
 
     private var scanning = false
     private var scanFilter: [BleUUID] = []
@@ -122,6 +124,7 @@ public final class XTalkSimulatedEnvironment {
     public func shutDown() {
         stopScanning()
         for peripheral in peripherals { peripheral.shutDown() }
+        central.cancelInFlight()
         isShutDown = true
     }
 
@@ -133,6 +136,10 @@ public final class XTalkSimulatedEnvironment {
 
     func startScanning(filter: [BleUUID]) {
         stopScanning()
+        if let reason = scanFailure {
+            central.post(.scanFailed(error: BleBackendError(.unknown, reason)))
+            return
+        }
         scanning = true
         scanFilter = filter
         for peripheral in peripherals { resumeAdvertising(peripheral, firstWithin: true) }

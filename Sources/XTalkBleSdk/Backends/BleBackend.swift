@@ -143,6 +143,8 @@ package struct BleBackendError: Error, Sendable, Hashable, CustomStringConvertib
 package enum BleBackendEvent: Sendable {
     case stateChanged(BleManagerState)
     case discovered(peripheral: UUID, advertisement: BleAdvertisement, rssi: Int)
+    /// The platform could not start or continue the scan (BlueZ reports this; CoreBluetooth does not).
+    case scanFailed(error: BleBackendError)
     case connected(peripheral: UUID)
     case failedToConnect(peripheral: UUID, error: BleBackendError?)
     /// `error` is nil when the app asked for the disconnect.

@@ -25,13 +25,26 @@ package final class SimulatedCentral: BleBackend {
 
     // MARK: Delivery
 
-    /// Delivers `event` after `delay`, if `isValid` still holds then.
-    func post(after delay: Duration = .zero, _ event: BleBackendEvent, isValid: @escaping @MainActor () -> Bool = { true }) {
-        _ = environment.scheduler.schedule(after: delay) { [weak self] in
-            guard let self, !self.environment.isShutDown, isValid() else { return }
+    /// Events scheduled and not yet delivered, so that shutdown can cancel them.
+    private var inFlight: [UInt64: TimerToken] = [:]
+    private var nextPost: UInt64 = 0
+
+    /// Delivers `event` after `delay`, in posting order among equal deadlines.
+    func post(after delay: Duration = .zero, _ event: BleBackendEvent) {
+        guard !environment.isShutDown else { return }
+        nextPost += 1
+        let key = nextPost
+        inFlight[key] = environment.scheduler.schedule(after: delay) { [weak self] in
+            guard let self, self.inFlight.removeValue(forKey: key) != nil else { return }
             if case .stateChanged(let state) = event { self.state = state }
             self.eventHandler?(event)
         }
+    }
+
+    /// Drops every event not yet delivered (environment shutdown).
+    func cancelInFlight() {
+        for token in inFlight.values { environment.scheduler.cancel(token) }
+        inFlight.removeAll()
     }
 
     private func poweredOn(_ call: String) -> Bool {

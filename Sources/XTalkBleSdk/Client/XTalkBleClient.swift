@@ -1,0 +1,298 @@
+import Foundation
+
+#if !canImport(Combine)
+import Observation
+#endif
+
+/// The xTalk BLE client: one BLE lifecycle and one serialized AT/RF channel.
+///
+/// Create it, keep it strongly owned (a page model or a session), and use it
+/// on the main actor. Scan with `startScan()`, pick a result, `connect(id:)`,
+/// wait for `atReady`, then run AT commands and radio payloads. Everything the
+/// device says arrives, in order, through `events`, `onEvent` and the
+/// fine-grained observers. `disconnect()` ends a connection (the client can
+/// scan again); `teardown()` ends the client for good.
+///
+/// Guarantees: every AT command, RF send and exclusive session waits its turn
+/// in one FIFO and is never interleaved; every awaiting call resumes exactly
+/// once (result, typed error, `.timeout` or `.cancelled`); nothing of an old
+/// connection (byte, line or event) is delivered after it ended; callbacks are
+/// never invoked while the client is mid-change, so they may call back into it.
+@MainActor
+public final class XTalkBleClient: NSObject {
+    // MARK: Published state (one declaration for every platform)
+
+    /// The scan/connection state.
+    @XTalkPublished public private(set) var connectionState: XTalkConnectionState = .idle
+    /// Devices of the current scan session, in first-seen order.
+    @XTalkPublished public private(set) var scanResults: [XTalkScanResult] = []
+    /// The selected/connected device's name.
+    @XTalkPublished public private(set) var connectedName: String?
+    /// The connected device's address, when the platform or the advertisement supplies it.
+    @XTalkPublished public private(set) var connectedAddress: String?
+    /// The connected peripheral's identifier.
+    @XTalkPublished public private(set) var connectedPeripheralId: UUID?
+    /// The passthrough is discovered and its notifications are confirmed: AT and RF may run.
+    @XTalkPublished public private(set) var atReady = false
+    /// Battery and device-information characteristics are discovered.
+    @XTalkPublished public private(set) var deviceControlReady = false
+    /// The active AT encoding (default `.xor`).
+    @XTalkPublished public private(set) var atEncoding: XTalkAtEncoding = .xor
+
+    #if !canImport(Combine)
+    /// Reports the published properties to the Observation framework.
+    public let observationRegistrar = ObservationRegistrar()
+    #endif
+
+    // MARK: Events
+
+    /// Every event, bounded (the newest `eventBufferLimit` are kept while
+    /// nobody reads); finished by `teardown()`. Iterate it from one task only.
+    public let events: AsyncStream<XTalkBleEvent>
+    /// Called with every event, in order, on the main actor.
+    public var onEvent: (@MainActor (XTalkBleEvent) -> Void)?
+    /// Events the `events` stream dropped because its buffer was full.
+    public private(set) var droppedEventCount = 0
+
+    // MARK: Internals
+
+    let backend: any BleBackend
+    let options: XTalkBleClientOptions
+    var machine: ConnectionStateMachine
+    /// The AT channel of the current connection, once `atReady`.
+    var passthrough: Passthrough?
+    /// Counts connections, so that work of an older one is recognised.
+    var passthroughGeneration: UInt64 = 0
+    private var connectionTimers: [ChannelTimerID: TimerToken] = [:]
+    let eventContinuation: AsyncStream<XTalkBleEvent>.Continuation
+    var pendingDeliveries: [Delivery] = []
+    private var isDelivering = false
+    /// Observers in registration order, each kind apart (a token fits only its own kind).
+    var atLineObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
+    var sendFinishObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
+    var rawObservers: [(id: UUID, handler: @MainActor (Data) -> Void)] = []
+    var deviceQueries = DeviceQueries()
+
+    /// A client on the platform's Bluetooth (CoreBluetooth on Apple platforms).
+    /// Where no backend exists yet, scanning publishes `.failed(.bluetoothUnavailable)`.
+    public override convenience init() {
+        self.init(options: XTalkBleClientOptions())
+    }
+
+    /// A client on the platform's Bluetooth with the given options.
+    public convenience init(options: XTalkBleClientOptions) {
+        self.init(backend: PlatformBackend.make(), options: options)
+    }
+
+    /// A client on any backend (the simulator, CoreBluetooth, BlueZ).
+    package init(backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions()) {
+        self.backend = backend
+        self.options = options
+        machine = ConnectionStateMachine(connectTimeout: options.connectTimeout)
+        (events, eventContinuation) = AsyncStream<XTalkBleEvent>.makeStream(
+            bufferingPolicy: .bufferingNewest(max(1, options.eventBufferLimit)))
+        super.init()
+        backend.eventHandler = { [weak self] event in self?.handleBackendEvent(event) }
+    }
+
+    var scheduler: any TimerScheduling { backend.scheduler }
+    var isTornDown: Bool { machine.isTornDown }
+
+    // MARK: Lifecycle
+
+    /// Starts a new scan session: clears the results and reports devices that
+    /// advertise the xTalk passthrough service. An active connection is ended
+    /// first. Failures (Bluetooth off, unauthorized, unsupported) are published
+    /// as `.failed(error)`, not thrown. Does nothing after `teardown()`.
+    public func startScan() {
+        log(.info, "start scan")
+        apply(machine.startScan())
+    }
+
+    /// Stops scanning; the state returns to `.idle`. A connection is unaffected.
+    public func stopScan() {
+        apply(machine.stopScan())
+    }
+
+    /// Stops scanning and connects to a device of the current scan results.
+    /// The outcome is published: `.connecting`, `.connected`, then `atReady`;
+    /// or `.failed(.deviceNotFound(id))`, `.failed(.timeout)` (no `atReady`
+    /// within `connectTimeout`, the link is cancelled), `.failed(.serviceMissing)`,
+    /// `.failed(.characteristicMissing)`, `.failed(.connectionFailed(reason))`.
+    public func connect(id: UUID) {
+        log(.info, "connect to \(id)")
+        apply(machine.connect(id))
+    }
+
+    /// Ends the connection (or the attempt) and its transactions, which fail
+    /// with `.cancelled`; the client can scan again.
+    public func disconnect() {
+        log(.info, "disconnect")
+        apply(machine.disconnect())
+    }
+
+    /// Ends scanning, the connection, every transaction (`.cancelled`) and the
+    /// event stream. Terminal and idempotent: create a new client afterwards.
+    /// Later calls do nothing, throw `.notConnected`, or return nil.
+    public func teardown() {
+        guard !isTornDown else { return }
+        log(.info, "teardown")
+        apply(machine.teardown())
+        for token in connectionTimers.values { scheduler.cancel(token) }
+        connectionTimers.removeAll()
+        // Nothing is delivered after teardown: drop what is still queued.
+        pendingDeliveries.removeAll()
+        atLineObservers.removeAll()
+        sendFinishObservers.removeAll()
+        rawObservers.removeAll()
+        onEvent = nil
+        backend.eventHandler = nil
+        eventContinuation.finish()
+    }
+
+    // MARK: Driving the machines
+
+    /// Feeds one backend event to the passthrough, the device queries and the
+    /// lifecycle machine, then publishes and delivers.
+    private func handleBackendEvent(_ event: BleBackendEvent) {
+        guard !isTornDown else { return }
+        switch event {
+        case .valueUpdated(let peripheral, let characteristic, let value, let error):
+            if characteristic.characteristic == XTalkGatt.passthroughRX {
+                if let link = passthrough, link.peripheral == peripheral, error == nil, let value {
+                    perform(link.channel.bytesReceived(value), on: link)
+                }
+            } else if machine.linkPeripheral == peripheral {
+                deviceQueries.valueArrived(for: characteristic, value: error == nil ? value : nil, client: self)
+            }
+        case .writeCompleted(let peripheral, let characteristic, let error):
+            if let link = passthrough, link.peripheral == peripheral, characteristic.characteristic == XTalkGatt.passthroughTX {
+                writeAcknowledged(on: link, error: error)
+            }
+        case .readyToSendWriteWithoutResponse(let peripheral):
+            if let link = passthrough, link.peripheral == peripheral { pumpWrites(link) }
+        case .stateChanged(let state):
+            log(.info, "Bluetooth state: \(state)")
+        case .discovered, .scanFailed, .connected, .failedToConnect, .disconnected, .servicesDiscovered,
+             .characteristicsDiscovered, .notificationStateUpdated:
+            break
+        }
+        apply(machine.handle(event))
+    }
+
+    /// Performs lifecycle actions, then publishes the state and delivers events.
+    func apply(_ actions: [ConnectionStateMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .backend(let command):
+                issue(command)
+            case .startTimer(let id, let duration):
+                connectionTimers[id] = scheduler.schedule(after: duration) { [weak self] in
+                    guard let self, self.connectionTimers.removeValue(forKey: id) != nil else { return }
+                    self.log(.warning, "connection timed out before the passthrough was ready")
+                    self.apply(self.machine.timerFired(id))
+                }
+            case .cancelTimer(let id):
+                if let token = connectionTimers.removeValue(forKey: id) { scheduler.cancel(token) }
+            case .openPassthrough(let peripheral, let writeType):
+                openPassthrough(peripheral: peripheral, writeType: writeType)
+            case .closePassthrough(let error):
+                closePassthrough(error: error)
+            }
+        }
+        commit()
+    }
+
+    private func issue(_ command: ConnectionStateMachine.Command) {
+        switch command {
+        case .scan:
+            backend.scanForPeripherals(withServices: [XTalkGatt.passthroughService])
+        case .stopScan:
+            backend.stopScan()
+        case .connect(let id):
+            backend.connect(id)
+        case .cancelConnection(let id):
+            backend.cancelPeripheralConnection(id)
+        case .discoverServices(let id):
+            backend.discoverServices(
+                [XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService], for: id)
+        case .discoverCharacteristics(let id, let service, let characteristics):
+            backend.discoverCharacteristics(characteristics, for: service, of: id)
+        case .subscribe(let id):
+            backend.setNotifyValue(
+                true, for: BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughRX),
+                of: id)
+        }
+    }
+
+    /// Copies the lifecycle machine's state to the published properties (the
+    /// one place they change, besides `atEncoding`), then delivers events.
+    func commit() {
+        let state = machine.published
+        if connectionState != state.connectionState {
+            connectionState = state.connectionState
+            log(.info, "connection state: \(state.connectionState)")
+            pendingDeliveries.append(.event(.connectionStateChanged(state.connectionState)))
+        }
+        if scanResults != state.scanResults { scanResults = state.scanResults }
+        if connectedName != state.connectedName { connectedName = state.connectedName }
+        if connectedAddress != state.connectedAddress { connectedAddress = state.connectedAddress }
+        if connectedPeripheralId != state.connectedPeripheralId { connectedPeripheralId = state.connectedPeripheralId }
+        if atReady != state.atReady { atReady = state.atReady }
+        if deviceControlReady != state.deviceControlReady { deviceControlReady = state.deviceControlReady }
+        deliver()
+    }
+
+    /// Sets the published encoding (and nothing else).
+    func publishEncoding(_ encoding: XTalkAtEncoding) {
+        if atEncoding != encoding { atEncoding = encoding }
+    }
+
+    // MARK: Delivery
+
+    /// One event for the stream, `onEvent` and the observers.
+    enum Delivery {
+        case event(XTalkBleEvent)
+        /// `.sendFinished`, whose line goes to the send-finish observers.
+        case sendFinished(line: String)
+    }
+
+    /// Delivers queued events in order. Re-entrant calls (a callback that
+    /// calls into the client) only queue; the outer loop delivers them next.
+    private func deliver() {
+        guard !isDelivering else { return }
+        isDelivering = true
+        defer { isDelivering = false }
+        while !pendingDeliveries.isEmpty && !isTornDown {
+            let delivery = pendingDeliveries.removeFirst()
+            let event: XTalkBleEvent
+            switch delivery {
+            case .event(let value): event = value
+            case .sendFinished: event = .sendFinished
+            }
+            if case .dropped = eventContinuation.yield(event) { droppedEventCount += 1 }
+            onEvent?(event)
+            switch delivery {
+            case .event(.atLine(let line)):
+                for observer in atLineObservers { observer.handler(line) }
+            case .event(.passthroughRaw(let data)):
+                for observer in rawObservers { observer.handler(data) }
+            case .sendFinished(let line):
+                for observer in sendFinishObservers { observer.handler(line) }
+            case .event:
+                break
+            }
+        }
+    }
+
+    // MARK: Logging
+
+    func log(_ level: XTalkLogLevel, _ message: @autoclosure () -> String) {
+        guard level >= options.logLevel, let handler = options.logHandler else { return }
+        handler(level, message())
+    }
+}
+
+#if !canImport(Combine)
+extension XTalkBleClient: XTalkObservationHost {}
+#endif

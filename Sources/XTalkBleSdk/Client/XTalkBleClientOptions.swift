@@ -1,0 +1,43 @@
+import Foundation
+
+/// How much a log record matters.
+public enum XTalkLogLevel: Int, Sendable, Comparable, CaseIterable {
+    case debug
+    case info
+    case warning
+    case error
+
+    public static func < (lhs: XTalkLogLevel, rhs: XTalkLogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Receives the client's log records. Commands sent with `log: false` and
+/// their response lines never reach it.
+public typealias XTalkLogHandler = @Sendable (XTalkLogLevel, String) -> Void
+
+/// Options of an `XTalkBleClient` beyond the API reference's defaults.
+///
+/// An option struct, so that new options never break existing callers.
+public struct XTalkBleClientOptions: Sendable {
+    /// A connection that has not reached `atReady` by then fails with
+    /// `.timeout`, and the link is cancelled.
+    public var connectTimeout: Duration
+    /// The `events` stream keeps at most this many undelivered events (the
+    /// newest); `droppedEventCount` counts the rest.
+    public var eventBufferLimit: Int
+    /// Records below this level are not produced.
+    public var logLevel: XTalkLogLevel
+    /// Where log records go; nil logs nothing.
+    public var logHandler: XTalkLogHandler?
+
+    public init(
+        connectTimeout: Duration = .seconds(10),
+        eventBufferLimit: Int = 1_024,
+        logLevel: XTalkLogLevel = .info,
+        logHandler: XTalkLogHandler? = nil
+    ) {
+        self.connectTimeout = connectTimeout
+        self.eventBufferLimit = eventBufferLimit
+        self.logLevel = logLevel
+        self.logHandler = logHandler
+    }
+}

@@ -1,0 +1,403 @@
+import Foundation
+
+/// The scan/connect/discover/subscribe lifecycle of PROTOCOL.md sections 1–2
+/// and seed 001's readiness table, as a value-type state machine.
+///
+/// User intents and backend events go in; backend commands, timers and the
+/// opening/closing of the passthrough come out. It owns the published
+/// lifecycle state (connection state, scan results, the connected device,
+/// `atReady`, `deviceControlReady`), which the client copies to its
+/// observable properties in one place after each step.
+struct ConnectionStateMachine {
+    /// A command for the backend.
+    enum Command: Equatable {
+        case scan
+        case stopScan
+        case connect(UUID)
+        case cancelConnection(UUID)
+        case discoverServices(UUID)
+        case discoverCharacteristics(UUID, service: BleUUID, characteristics: [BleUUID])
+        case subscribe(UUID)
+    }
+
+    enum Action: Equatable {
+        case backend(Command)
+        case startTimer(ChannelTimerID, Duration)
+        case cancelTimer(ChannelTimerID)
+        /// The passthrough is ready: open the AT channel on `peripheral`.
+        case openPassthrough(peripheral: UUID, writeType: BleWriteType)
+        /// The connection ended: fail the AT channel's and the device
+        /// queries' pending work with `error` and drop everything buffered.
+        case closePassthrough(error: XTalkBleError)
+    }
+
+    /// What the client publishes.
+    struct Published: Equatable {
+        var connectionState: XTalkConnectionState = .idle
+        var scanResults: [XTalkScanResult] = []
+        var connectedName: String?
+        var connectedAddress: String?
+        var connectedPeripheralId: UUID?
+        var atReady = false
+        var deviceControlReady = false
+    }
+
+    /// A connection between `connect` and the end of the link.
+    private struct Link {
+        let peripheral: UUID
+        /// Until `atReady`: the connect timeout.
+        var timer: ChannelTimerID?
+        var linkUp = false
+        var txProperties: BleCharacteristicProperties?
+        var subscribed = false
+        var batteryFound = false
+        var firmwareFound = false
+        var hardwareFound = false
+    }
+
+    private enum State {
+        /// No scan, no link. → `.scanning`, `.link`, `.failed`, `.tornDown`.
+        case idle
+        /// A scan is requested; it runs once the radio is powered on.
+        /// → `.idle` (stopped), `.link` (connect), `.failed`, `.tornDown`.
+        case scanning(started: Bool)
+        /// Connecting, discovering, subscribing or ready.
+        /// → `.idle`/`.disconnected` (ended), `.failed`, `.tornDown`.
+        case link(Link)
+        /// Terminal: `teardown()`.
+        case tornDown
+    }
+
+    private var state: State = .idle
+    private(set) var published = Published()
+    private(set) var radio: BleManagerState = .unknown
+    private let connectTimeout: Duration
+    private var nextTimer: UInt64 = 0
+
+    init(connectTimeout: Duration) {
+        self.connectTimeout = connectTimeout
+    }
+
+    var isTornDown: Bool {
+        if case .tornDown = state { return true }
+        return false
+    }
+
+    /// The peripheral of the current link (connecting or connected).
+    var linkPeripheral: UUID? {
+        if case .link(let link) = state { return link.peripheral }
+        return nil
+    }
+
+    /// True once the link is up (didConnect), before or after `atReady`.
+    var isLinkUp: Bool {
+        if case .link(let link) = state { return link.linkUp }
+        return false
+    }
+
+    // MARK: User intents
+
+    mutating func startScan() -> [Action] {
+        var actions: [Action] = []
+        switch state {
+        case .tornDown: return []
+        case .link: endLink(error: .cancelled, into: &actions)
+        case .scanning(started: true): actions.append(.backend(.stopScan))
+        case .idle, .scanning(started: false): break
+        }
+        published.scanResults = []
+        if let error = Self.unavailability(radio) {
+            state = .idle
+            published.connectionState = .failed(error)
+            return actions
+        }
+        let start = radio == .poweredOn
+        if start { actions.append(.backend(.scan)) }
+        state = .scanning(started: start)
+        published.connectionState = .scanning
+        return actions
+    }
+
+    mutating func stopScan() -> [Action] {
+        guard case .scanning(let started) = state else { return [] }
+        state = .idle
+        published.connectionState = .idle
+        return started ? [.backend(.stopScan)] : []
+    }
+
+    mutating func connect(_ id: UUID) -> [Action] {
+        var actions: [Action] = []
+        switch state {
+        case .tornDown: return []
+        case .scanning(started: true): actions.append(.backend(.stopScan))
+        case .link: endLink(error: .cancelled, into: &actions)
+        case .idle, .scanning(started: false): break
+        }
+        state = .idle
+        guard let result = published.scanResults.first(where: { $0.id == id }) else {
+            published.connectionState = .failed(.deviceNotFound(id))
+            return actions
+        }
+        if let error = Self.unavailability(radio) ?? (radio == .poweredOn ? nil : .bluetoothUnavailable) {
+            published.connectionState = .failed(error)
+            return actions
+        }
+        let timer = makeTimer()
+        state = .link(Link(peripheral: id, timer: timer))
+        published.connectionState = .connecting
+        published.connectedName = result.name
+        published.connectedAddress = result.address
+        published.connectedPeripheralId = id
+        actions.append(.startTimer(timer, connectTimeout))
+        actions.append(.backend(.connect(id)))
+        return actions
+    }
+
+    /// Ends the link or the attempt; pending work fails with `.cancelled`.
+    mutating func disconnect() -> [Action] {
+        var actions: [Action] = []
+        switch state {
+        case .link:
+            endLink(error: .cancelled, into: &actions)
+            published.connectionState = .disconnected
+        case .scanning(started: true):
+            actions.append(.backend(.stopScan))
+            state = .idle
+            published.connectionState = .idle
+        case .scanning(started: false):
+            state = .idle
+            published.connectionState = .idle
+        case .idle, .tornDown:
+            break
+        }
+        return actions
+    }
+
+    /// Terminal: ends the scan and the link; pending work fails with `.cancelled`.
+    mutating func teardown() -> [Action] {
+        var actions: [Action] = []
+        switch state {
+        case .link: endLink(error: .cancelled, into: &actions)
+        case .scanning(started: true): actions.append(.backend(.stopScan))
+        case .idle, .scanning(started: false), .tornDown: break
+        }
+        if case .tornDown = state { return actions }
+        state = .tornDown
+        published.scanResults = []
+        published.connectionState = .idle
+        return actions
+    }
+
+    mutating func timerFired(_ id: ChannelTimerID) -> [Action] {
+        guard case .link(let link) = state, link.timer == id else { return [] }
+        var actions: [Action] = []
+        endLink(error: .timeout, into: &actions, timerFired: true)
+        published.connectionState = .failed(.timeout)
+        return actions
+    }
+
+    // MARK: Backend events
+
+    mutating func handle(_ event: BleBackendEvent) -> [Action] {
+        switch event {
+        case .stateChanged(let newState):
+            return radioChanged(newState)
+        case .discovered(let id, let advertisement, let rssi):
+            discovered(id, advertisement, rssi)
+            return []
+        case .scanFailed(let error):
+            guard case .scanning = state else { return [] }
+            state = .idle
+            published.connectionState = .failed(.scanFailed(error.message))
+            return []
+        case .connected(let id):
+            guard var link = currentLink(id), !link.linkUp else { return [] }
+            link.linkUp = true
+            state = .link(link)
+            published.connectionState = .connected
+            return [.backend(.discoverServices(id))]
+        case .failedToConnect(let id, let error):
+            guard let link = currentLink(id), !link.linkUp else { return [] }
+            var actions: [Action] = []
+            let failure = XTalkBleError.connectionFailed(error?.message ?? "the connection attempt failed")
+            endLink(error: .notConnected, into: &actions, linkGone: true)
+            published.connectionState = .failed(failure)
+            return actions
+        case .disconnected(let id, _):
+            guard let link = currentLink(id) else { return [] }
+            var actions: [Action] = []
+            endLink(error: .notConnected, into: &actions, linkGone: true)
+            // A link lost before it was ready is a failed connection; a ready one simply ended.
+            published.connectionState = link.subscribed
+                ? .disconnected : .failed(.connectionFailed("the link was lost while connecting"))
+            return actions
+        case .servicesDiscovered(let id, let services, let error):
+            guard let link = currentLink(id), link.linkUp, link.txProperties == nil else { return [] }
+            if let error { return fail(.connectionFailed("service discovery failed: \(error.message)")) }
+            guard services.contains(XTalkGatt.passthroughService) else { return fail(.serviceMissing) }
+            var actions: [Action] = [.backend(.discoverCharacteristics(
+                id, service: XTalkGatt.passthroughService,
+                characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))]
+            if services.contains(XTalkGatt.batteryService) {
+                actions.append(.backend(.discoverCharacteristics(
+                    id, service: XTalkGatt.batteryService, characteristics: [XTalkGatt.batteryLevel])))
+            }
+            if services.contains(XTalkGatt.deviceInformationService) {
+                actions.append(.backend(.discoverCharacteristics(
+                    id, service: XTalkGatt.deviceInformationService,
+                    characteristics: [XTalkGatt.firmwareRevision, XTalkGatt.hardwareRevision])))
+            }
+            return actions
+        case .characteristicsDiscovered(let id, let service, let characteristics, let error):
+            guard var link = currentLink(id), link.linkUp else { return [] }
+            switch service {
+            case XTalkGatt.passthroughService:
+                guard link.txProperties == nil else { return [] }
+                if let error { return fail(.connectionFailed("characteristic discovery failed: \(error.message)")) }
+                let tx = characteristics.first { $0.uuid == XTalkGatt.passthroughTX }
+                let rx = characteristics.first { $0.uuid == XTalkGatt.passthroughRX }
+                guard let tx, let rx, !tx.properties.isDisjoint(with: [.write, .writeWithoutResponse]) else {
+                    return fail(.characteristicMissing)
+                }
+                guard !rx.properties.isDisjoint(with: [.notify, .indicate]) else {
+                    return fail(.connectionFailed("the passthrough RX characteristic does not notify"))
+                }
+                link.txProperties = tx.properties
+                state = .link(link)
+                return [.backend(.subscribe(id))]
+            case XTalkGatt.batteryService, XTalkGatt.deviceInformationService:
+                // Device control is optional: its absence never blocks `atReady`.
+                guard error == nil else { return [] }
+                let found = Set(characteristics.filter { $0.properties.contains(.read) }.map(\.uuid))
+                if found.contains(XTalkGatt.batteryLevel) { link.batteryFound = true }
+                if found.contains(XTalkGatt.firmwareRevision) { link.firmwareFound = true }
+                if found.contains(XTalkGatt.hardwareRevision) { link.hardwareFound = true }
+                state = .link(link)
+                published.deviceControlReady = link.batteryFound && link.firmwareFound && link.hardwareFound
+                return []
+            default:
+                return []
+            }
+        case .notificationStateUpdated(let id, let characteristic, let isNotifying, let error):
+            guard var link = currentLink(id), characteristic.characteristic == XTalkGatt.passthroughRX,
+                  let txProperties = link.txProperties, !link.subscribed
+            else { return [] }
+            if let error { return fail(.connectionFailed("the notification subscription was refused: \(error.message)")) }
+            guard isNotifying else { return fail(.connectionFailed("the device did not enable notifications")) }
+            var actions: [Action] = []
+            link.subscribed = true
+            if let timer = link.timer { actions.append(.cancelTimer(timer)) }
+            link.timer = nil
+            state = .link(link)
+            published.atReady = true
+            let writeType: BleWriteType = txProperties.contains(.writeWithoutResponse) ? .withoutResponse : .withResponse
+            actions.append(.openPassthrough(peripheral: id, writeType: writeType))
+            return actions
+        case .valueUpdated, .writeCompleted, .readyToSendWriteWithoutResponse:
+            return []  // the passthrough and the device queries handle these
+        }
+    }
+
+    // MARK: Internals
+
+    /// What an unusable radio state means for the app, or nil.
+    static func unavailability(_ state: BleManagerState) -> XTalkBleError? {
+        switch state {
+        case .unauthorized: .permissionDenied
+        case .unsupported, .poweredOff, .resetting: .bluetoothUnavailable
+        case .unknown, .poweredOn: nil
+        }
+    }
+
+    private mutating func radioChanged(_ newState: BleManagerState) -> [Action] {
+        radio = newState
+        var actions: [Action] = []
+        switch state {
+        case .scanning(started: false):
+            if newState == .poweredOn {
+                actions.append(.backend(.scan))
+                state = .scanning(started: true)
+            } else if let error = Self.unavailability(newState) {
+                state = .idle
+                published.connectionState = .failed(error)
+            }
+        case .scanning(started: true):
+            if let error = Self.unavailability(newState) {
+                // The platform stopped the scan itself.
+                state = .idle
+                published.connectionState = .failed(error)
+            }
+        case .link:
+            if let error = Self.unavailability(newState) {
+                // Every connection is gone with the radio, without a disconnect callback.
+                endLink(error: .notConnected, into: &actions, linkGone: true)
+                published.connectionState = .failed(error)
+            }
+        case .idle, .tornDown:
+            break
+        }
+        return actions
+    }
+
+    private mutating func discovered(_ id: UUID, _ advertisement: BleAdvertisement, _ rssi: Int) {
+        guard case .scanning(started: true) = state else { return }
+        let address = Self.address(advertisement)
+        if let index = published.scanResults.firstIndex(where: { $0.id == id }) {
+            // Keep first-seen order; update in place. 127 means "RSSI not available".
+            if rssi != 127 { published.scanResults[index].rssi = rssi }
+            if let name = advertisement.localName { published.scanResults[index].name = name }
+            if let address { published.scanResults[index].address = address }
+        } else {
+            published.scanResults.append(
+                XTalkScanResult(id: id, name: advertisement.localName ?? "", address: address, rssi: rssi))
+        }
+    }
+
+    /// The address from manufacturer data (company 0xFFFF, version 1, six
+    /// bytes, most significant first), else the platform's own.
+    static func address(_ advertisement: BleAdvertisement) -> String? {
+        if let data = advertisement.manufacturerData, data.count >= 9 {
+            let bytes = Array(data)
+            let company = UInt16(bytes[0]) | UInt16(bytes[1]) << 8
+            if company == XTalkGatt.manufacturerCompanyID && bytes[2] == XTalkGatt.manufacturerDataVersion {
+                return bytes[3..<9].map { Hex.encode([$0]) }.joined(separator: ":")
+            }
+        }
+        return advertisement.platformAddress?.uppercased()
+    }
+
+    /// The current link if `id` is its peripheral.
+    private func currentLink(_ id: UUID) -> Link? {
+        if case .link(let link) = state, link.peripheral == id { return link }
+        return nil
+    }
+
+    /// A connection step failed: end the attempt and publish the error.
+    private mutating func fail(_ error: XTalkBleError) -> [Action] {
+        var actions: [Action] = []
+        endLink(error: .notConnected, into: &actions)
+        published.connectionState = .failed(error)
+        return actions
+    }
+
+    /// Ends the current link: cancels the platform connection unless it is
+    /// already gone, stops the connect timer, and closes the passthrough.
+    private mutating func endLink(error: XTalkBleError, into actions: inout [Action], linkGone: Bool = false,
+                                  timerFired: Bool = false) {
+        guard case .link(let link) = state else { return }
+        if let timer = link.timer, !timerFired { actions.append(.cancelTimer(timer)) }
+        if !linkGone { actions.append(.backend(.cancelConnection(link.peripheral))) }
+        actions.append(.closePassthrough(error: error))
+        state = .idle
+        published.connectedName = nil
+        published.connectedAddress = nil
+        published.connectedPeripheralId = nil
+        published.atReady = false
+        published.deviceControlReady = false
+    }
+
+    private mutating func makeTimer() -> ChannelTimerID {
+        nextTimer += 1
+        return ChannelTimerID(raw: nextTimer)
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import XTalkBleSdk
+import XTalkSimulator
+
+/// A client on a simulated environment in virtual time, recording every event.
+@MainActor
+final class ClientHarness {
+    let clock: XTalkVirtualClock
+    let environment: XTalkSimulatedEnvironment
+    let client: XTalkBleClient
+    private(set) var events: [XTalkBleEvent] = []
+    private(set) var logs: [(XTalkLogLevel, String)] = []
+    private let logBox = LogBox()
+
+    init(devices: [XTalkSimulatedDevice] = [ClientHarness.fastDevice()],
+         bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
+         options: XTalkBleClientOptions = XTalkBleClientOptions(), seed: UInt64 = 11) {
+        clock = XTalkVirtualClock()
+        environment = XTalkSimulatedEnvironment(devices: devices, clock: clock, bluetoothState: bluetoothState, seed: seed)
+        var options = options
+        let box = logBox
+        options.logLevel = .debug
+        options.logHandler = { level, message in box.append(level, message) }
+        client = XTalkBleClient(simulator: environment, options: options)
+        client.onEvent = { [weak self] event in self?.events.append(event) }
+    }
+
+    /// A healthy device on a realistic but quick link.
+    static func fastDevice(name: String = "xTalk-0001", address: String? = "C0:FF:EE:00:00:01") -> XTalkSimulatedDevice {
+        var device = XTalkSimulatedDevice(name: name, address: address)
+        device.link.connectionInterval = .milliseconds(7.5)
+        return device
+    }
+
+    var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
+    var logMessages: [String] { logBox.messages }
+
+    func advance(_ duration: Duration = .zero) async { await clock.advance(by: duration) }
+
+    /// Scans until the first device is listed.
+    func scan() async {
+        client.startScan()
+        for _ in 0..<100 where client.scanResults.isEmpty { await advance(.milliseconds(10)) }
+        #expect(!client.scanResults.isEmpty, "the scan found the device")
+    }
+
+    /// Scans, connects to the first result and waits for `atReady`.
+    func connect() async {
+        await scan()
+        guard let first = client.scanResults.first else { return }
+        client.connect(id: first.id)
+        for _ in 0..<1_000 where !client.atReady {
+            if case .failed = client.connectionState { break }
+            await advance(.milliseconds(5))
+        }
+        #expect(client.atReady, "the passthrough is ready")
+    }
+
+    /// Runs an operation, driving virtual time until it finishes.
+    func run<T: Sendable>(_ operation: @escaping @MainActor () async throws -> T) async throws -> T {
+        try await clock.run(operation)
+    }
+
+    /// Runs an operation and returns its error (a test failure if it succeeds).
+    func error<T: Sendable>(_ operation: @escaping @MainActor () async throws -> T) async -> (any Error)? {
+        do {
+            _ = try await clock.run(operation)
+            Issue.record("expected an error")
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Starts an operation in a task now (it runs as time is advanced).
+    func start<T: Sendable>(_ operation: @escaping @MainActor () async throws -> T) -> Task<T, any Error> {
+        Task { @MainActor in try await operation() }
+    }
+
+    var stateEvents: [XTalkConnectionState] {
+        events.compactMap { if case .connectionStateChanged(let state) = $0 { state } else { nil } }
+    }
+
+    var atLines: [String] {
+        events.compactMap { if case .atLine(let line) = $0 { line } else { nil } }
+    }
+
+    /// Tears everything down and checks that no timer is left pending.
+    func finish() async {
+        client.teardown()
+        environment.shutDown()
+        await clock.settle()
+        #expect(clock.pendingTimerCount == 0, "no timer is left pending")
+    }
+}
+
+/// Log records, collected from any thread.
+final class LogBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var records: [String] = []
+    func append(_ level: XTalkLogLevel, _ message: String) { lock.withLock { records.append(message) } }
+    var messages: [String] { lock.withLock { records } }
+}
+
+extension XTalkBleError {
+    static func from(_ error: (any Error)?) -> XTalkBleError? { error as? XTalkBleError }
+}
