@@ -9,3 +9,16 @@ extension XTalkBleClient {
         self.init(backend: simulator.backend, options: options)
     }
 }
+
+extension XTalkSimulatedEnvironment {
+    /// Runs `operation` with this environment standing in for the platform's
+    /// Bluetooth: every `XTalkBleClient()` created inside it (and in its child
+    /// tasks) talks to these simulated devices. Lets app code that creates its
+    /// own client run unchanged in tests. Use it for one client at a time.
+    public func runAsPlatformBluetooth<T>(_ operation: @MainActor () async throws -> T) async rethrows -> T {
+        let backend = self.backend
+        return try await PlatformBackend.$override.withValue({ backend }) {
+            try await operation()
+        }
+    }
+}

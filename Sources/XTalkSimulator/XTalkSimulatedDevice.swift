@@ -249,6 +249,9 @@ public struct XTalkSimulatedLink: Sendable {
     /// Time until the central notices a lost link (supervision timeout).
     public var supervisionTimeout: Duration
     public var notificationSplit: XTalkNotificationSplit
+    /// The BLE module's buffer for device output not yet notified; output
+    /// beyond it is dropped (and counted), as a UART bridge drops on overrun.
+    public var notificationBufferLimit: Int
 
     public init(
         mtu: Int = 247,
@@ -260,7 +263,8 @@ public struct XTalkSimulatedLink: Sendable {
         connectionNeverCompletes: Bool = false,
         refusesConnection: Bool = false,
         supervisionTimeout: Duration = .zero,
-        notificationSplit: XTalkNotificationSplit = .packed
+        notificationSplit: XTalkNotificationSplit = .packed,
+        notificationBufferLimit: Int = 16_384
     ) {
         self.mtu = mtu
         self.mtuExchangeDelay = mtuExchangeDelay
@@ -272,6 +276,7 @@ public struct XTalkSimulatedLink: Sendable {
         self.refusesConnection = refusesConnection
         self.supervisionTimeout = supervisionTimeout
         self.notificationSplit = notificationSplit
+        self.notificationBufferLimit = notificationBufferLimit
     }
 
     /// An ideal link for benchmarks and fast tests: no latency, MTU 247.

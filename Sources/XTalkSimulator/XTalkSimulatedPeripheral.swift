@@ -29,7 +29,8 @@ public final class XTalkSimulatedPeripheral {
 
     /// Writes the central issued that were dropped (no credit, too long, not permitted).
     public internal(set) var droppedWrites = 0
-    /// Device output bytes lost because no host was subscribed.
+    /// Device output bytes lost because no host was subscribed or the
+    /// notification buffer overflowed.
     public internal(set) var droppedNotificationBytes = 0
 
     init(id: UUID, device: XTalkSimulatedDevice, environment: XTalkSimulatedEnvironment) {

@@ -293,3 +293,20 @@ struct LifecycleTests {
         await harness.finish()
     }
 }
+
+@Suite("The platform client on Linux")
+@MainActor
+struct PlatformClientTests {
+    @Test("XTalkBleClient() has no Bluetooth backend on Linux yet: scanning publishes .failed(.bluetoothUnavailable)")
+    func noLinuxBackend() {
+        #if os(Linux)
+        let client = XTalkBleClient()
+        var events: [XTalkBleEvent] = []
+        client.onEvent = { events.append($0) }
+        client.startScan()
+        #expect(client.connectionState == .failed(.bluetoothUnavailable))
+        #expect(events == [.connectionStateChanged(.failed(.bluetoothUnavailable))])
+        client.teardown()
+        #endif
+    }
+}

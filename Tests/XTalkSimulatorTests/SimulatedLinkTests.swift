@@ -585,3 +585,20 @@ struct SimulatedDeviceEndToEndTests {
         return String((0..<8).reversed().map { digits[Int((value >> (UInt32($0) * 4)) & 0xF)] })
     }
 }
+
+@Suite("Simulated link buffering")
+@MainActor
+struct SimulatedLinkBufferTests {
+    @Test("device output beyond the notification buffer is dropped and counted")
+    func bufferOverflow() async {
+        var device = XTalkSimulatedDevice()
+        device.link.notificationBufferLimit = 100
+        let probe = CentralProbe(devices: [device])
+        await probe.connectAndSubscribe()
+        probe.peripheral.emitRawBytes(Array(repeating: 0x41, count: 150))
+        await probe.advance(.seconds(1))
+        #expect(probe.notifications.joined().count == 100)
+        #expect(probe.peripheral.droppedNotificationBytes == 50)
+        probe.finish()
+    }
+}

@@ -1,21 +1,16 @@
 import Foundation
 
-/// The backend of a platform without a Bluetooth backend (yet): it reports
-/// `.unsupported`, so scanning publishes `.failed(.bluetoothUnavailable)`.
+/// The backend of a platform without a Bluetooth backend (yet): it is
+/// `.unsupported` from the start, so scanning publishes
+/// `.failed(.bluetoothUnavailable)` at once.
 @MainActor
 final class UnavailableBackend: BleBackend {
     var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
     let scheduler: any TimerScheduling
-    private(set) var state: BleManagerState = .unknown
+    let state: BleManagerState = .unsupported
 
     init(scheduler: any TimerScheduling) {
         self.scheduler = scheduler
-        // Like a real central, the state is reported shortly after creation.
-        _ = scheduler.schedule(after: .zero) { [weak self] in
-            guard let self else { return }
-            self.state = .unsupported
-            self.eventHandler?(.stateChanged(.unsupported))
-        }
     }
 
     func scanForPeripherals(withServices services: [BleUUID]) {}
@@ -33,9 +28,18 @@ final class UnavailableBackend: BleBackend {
 
 /// The platform's Bluetooth backend for `XTalkBleClient()`.
 @MainActor
-enum PlatformBackend {
+package enum PlatformBackend {
+    /// Makes a backend; the simulator provides one to stand in for the platform.
+    package typealias Provider = @MainActor @Sendable () -> any BleBackend
+
+    /// Set for the duration of a task (and its children) to make
+    /// `XTalkBleClient()` use another backend, e.g. a simulated environment.
+    /// Task-local, so there is no global state.
+    @TaskLocal package static var override: Provider?
+
     static func make() -> any BleBackend {
+        if let override { return override() }
         // CoreBluetooth (Apple) and BlueZ (Linux) backends plug in here.
-        UnavailableBackend(scheduler: ClockTimerScheduler(clock: ContinuousClock()))
+        return UnavailableBackend(scheduler: ClockTimerScheduler(clock: ContinuousClock()))
     }
 }

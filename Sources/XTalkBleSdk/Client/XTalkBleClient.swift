@@ -88,7 +88,7 @@ public final class XTalkBleClient: NSObject {
     package init(backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions()) {
         self.backend = backend
         self.options = options
-        machine = ConnectionStateMachine(connectTimeout: options.connectTimeout)
+        machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state)
         (events, eventContinuation) = AsyncStream<XTalkBleEvent>.makeStream(
             bufferingPolicy: .bufferingNewest(max(1, options.eventBufferLimit)))
         super.init()

@@ -74,8 +74,11 @@ struct ConnectionStateMachine {
     private let connectTimeout: Duration
     private var nextTimer: UInt64 = 0
 
-    init(connectTimeout: Duration) {
+    /// `radio` is the backend's state when the client is created (CoreBluetooth
+    /// starts `.unknown` and reports the real state shortly after).
+    init(connectTimeout: Duration, radio: BleManagerState = .unknown) {
         self.connectTimeout = connectTimeout
+        self.radio = radio
     }
 
     var isTornDown: Bool {

@@ -129,7 +129,13 @@ final class SimulatedLink {
             peripheral.droppedNotificationBytes += bytes.count
             return
         }
-        downlink += bytes
+        let room = max(0, configuration.notificationBufferLimit - downlink.count)
+        if bytes.count > room {
+            peripheral.droppedNotificationBytes += bytes.count - room
+            downlink += bytes.prefix(room)
+        } else {
+            downlink += bytes
+        }
         scheduleEvent()
     }
 
