@@ -294,6 +294,9 @@ public struct XTalkSimulatedGatt: Sendable {
     public var txSupportsWriteWithoutResponse: Bool
     /// Refuse the RX notification subscription with this ATT error text.
     public var subscriptionRefusal: String?
+    /// Refuse writes to TX with this ATT error text: writes with response
+    /// report it, writes without response are silently lost (and counted).
+    public var writeRefusal: String?
     public var hasBatteryService: Bool
     public var hasDeviceInformationService: Bool
     /// Battery Level characteristic value.
@@ -313,6 +316,7 @@ public struct XTalkSimulatedGatt: Sendable {
         hasPassthroughRX: Bool = true,
         txSupportsWriteWithoutResponse: Bool = true,
         subscriptionRefusal: String? = nil,
+        writeRefusal: String? = nil,
         hasBatteryService: Bool = true,
         hasDeviceInformationService: Bool = true,
         batteryLevel: UInt8 = 87,
@@ -326,6 +330,7 @@ public struct XTalkSimulatedGatt: Sendable {
         self.hasPassthroughRX = hasPassthroughRX
         self.txSupportsWriteWithoutResponse = txSupportsWriteWithoutResponse
         self.subscriptionRefusal = subscriptionRefusal
+        self.writeRefusal = writeRefusal
         self.hasBatteryService = hasBatteryService
         self.hasDeviceInformationService = hasDeviceInformationService
         self.batteryLevel = batteryLevel

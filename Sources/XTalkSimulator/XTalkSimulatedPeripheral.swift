@@ -26,6 +26,10 @@ public final class XTalkSimulatedPeripheral {
     /// The current connection; nil while not connected.
     private(set) var link: SimulatedLink?
     private var connectionCount = 0
+    /// Numbers each connection attempt; events carry it.
+    private var attempt = 0
+    /// Attempts the app cancelled or power-off ended: their events are never delivered.
+    private var abandonedAttempts: Set<Int> = []
 
     /// Writes the central issued that were dropped (no credit, too long, not permitted).
     public internal(set) var droppedWrites = 0
@@ -136,16 +140,21 @@ public final class XTalkSimulatedPeripheral {
         firmware.receive(bytes)
     }
 
-    /// Sends an event of the current connection to the central. Events already
-    /// posted are delivered even if the link drops right after, as on a real
-    /// stack; whatever the link had not yet moved is lost with it.
+    /// Sends an event of the current connection (or attempt) to the central.
+    /// Events already posted are delivered even if the link drops right after,
+    /// as on a real stack; but nothing of a connection the app cancelled (or
+    /// that Bluetooth power-off ended) arrives after that, even if already posted.
     func post(_ event: BleBackendEvent) {
-        guard link != nil else { return }
-        environment.central.post(event)
+        let attempt = self.attempt
+        environment.central.post(event) { [weak self] in
+            guard let self else { return false }
+            return !self.abandonedAttempts.contains(attempt)
+        }
     }
 
     func beginConnecting() {
         guard case .disconnected = connectionState else { return }
+        attempt += 1
         let configuration = device.link
         guard !configuration.connectionNeverCompletes else {
             connectionState = .connecting(nil)
@@ -161,8 +170,7 @@ public final class XTalkSimulatedPeripheral {
         guard case .connecting = connectionState else { return }
         if device.link.refusesConnection {
             connectionState = .disconnected
-            environment.central.post(.failedToConnect(
-                peripheral: id, error: BleBackendError(.connectionFailed, "the device refused the connection")))
+            post(.failedToConnect(peripheral: id, error: BleBackendError(.connectionFailed, "the device refused the connection")))
             return
         }
         connectionCount += 1
@@ -172,7 +180,8 @@ public final class XTalkSimulatedPeripheral {
         post(.connected(peripheral: id))
     }
 
-    /// The central cancels the connection or the attempt (`error` nil).
+    /// The app cancels the connection or the attempt: it ends at once and,
+    /// as the backend seam promises, nothing more of it is delivered.
     func cancelConnection() {
         switch connectionState {
         case .disconnected:
@@ -182,8 +191,8 @@ public final class XTalkSimulatedPeripheral {
         case .connected:
             break
         }
+        abandonedAttempts.insert(attempt)
         tearDown()
-        environment.central.post(.disconnected(peripheral: id, error: nil))
     }
 
     /// The link is lost without the central asking.
@@ -199,6 +208,7 @@ public final class XTalkSimulatedPeripheral {
     /// Drops the connection silently (Bluetooth powered off: no callback).
     func dropSilently() {
         if case .connecting(let token) = connectionState, let token { environment.scheduler.cancel(token) }
+        if case .disconnected = connectionState {} else { abandonedAttempts.insert(attempt) }
         tearDown()
     }
 

@@ -273,6 +273,51 @@ struct AtChannelTests {
         await harness.finish()
     }
 
+    @Test("a write the device refuses fails the command with .writeFailed; the client recovers")
+    func refusedWrite() async throws {
+        var device = ClientHarness.fastDevice()
+        device.gatt.txSupportsWriteWithoutResponse = false
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        harness.peripheral.device.gatt.writeRefusal = "write not permitted"
+        let error = await harness.error { try await harness.client.runAtCommand("AT+PING=refused") }
+        #expect(XTalkBleError.from(error) == .writeFailed("write not permitted"))
+        harness.peripheral.device.gatt.writeRefusal = nil
+        #expect(try await harness.run { try await harness.client.runAtCommand("AT+PING=ok") } == ["+PING:ok", "OK"])
+        await harness.finish()
+    }
+
+    @Test("cancelling a waiting session or RF send throws .cancelled; the owner may use no-wait inside its session")
+    func cancelSessionAndSend() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let client = harness.client
+        harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(300)
+        let holder = harness.start { try await client.runAtCommand("AT+PING=holder") }
+        let session = harness.start { try await client.withExclusiveAtSession { _ in ["never"] } }
+        let send = harness.start {
+            try await client.sendRfPayload(Data([1]))
+            return [String]()
+        }
+        await harness.advance(.milliseconds(10))
+        session.cancel()
+        send.cancel()
+        await harness.clock.settle()
+        await #expect(throws: XTalkBleError.cancelled) { try await session.value }
+        await #expect(throws: XTalkBleError.cancelled) { try await send.value }
+        #expect(try await harness.run { try await holder.value } == ["+PING:holder", "OK"])
+        harness.peripheral.device.firmware.faults.replyDelay = .zero
+        let lines = try await harness.run {
+            try await client.withExclusiveAtSession { session in
+                try session.sendAtCommandNoWait("AT+PING=inside")
+                return try await session.runAtCommand("AT+PING=after")
+            }
+        }
+        #expect(lines == ["+PING:after", "OK"])
+        #expect(harness.atLines.contains("+PING:inside"))
+        await harness.finish()
+    }
+
     @Test("log: false keeps the command and its response lines out of every log")
     func logFalse() async throws {
         let harness = ClientHarness()

@@ -310,3 +310,28 @@ struct PlatformClientTests {
         #endif
     }
 }
+
+@Suite("Reconnecting at once")
+@MainActor
+struct ImmediateReconnectTests {
+    @Test("disconnect() and connect(id:) to the same device in one turn: the new connection is not confused with the old")
+    func disconnectThenConnect() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        guard let id = harness.client.connectedPeripheralId else { return }
+        harness.client.startScan()  // ends the connection, starts a new scan session
+        await harness.advance(.seconds(1))
+        harness.client.connect(id: id)
+        harness.client.disconnect()
+        harness.client.startScan()
+        await harness.advance(.seconds(1))
+        harness.client.connect(id: id)
+        for _ in 0..<200 where !harness.client.atReady { await harness.advance(.milliseconds(5)) }
+        #expect(harness.client.atReady)
+        #expect(harness.client.connectionState == .connected)
+        #expect(try await harness.run { try await harness.client.runAtCommand("AT") } == ["OK"])
+        #expect(!harness.stateEvents.contains { if case .failed = $0 { true } else { false } })
+        #expect(harness.environment.apiMisuses.isEmpty)
+        await harness.finish()
+    }
+}

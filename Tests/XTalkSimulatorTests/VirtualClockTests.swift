@@ -118,11 +118,14 @@ struct VirtualClockTests {
     @Test("run reports an operation that can never finish, and one that runs past its limit")
     func runFailures() async {
         let clock = XTalkVirtualClock()
+        let parked = ParkedContinuation()
         await #expect(throws: XTalkVirtualClockError.self) {
             try await clock.run {
-                await withCheckedContinuation { (_: CheckedContinuation<Void, Never>) in }  // never resumed
+                // Waits for something no timer will ever bring.
+                await withCheckedContinuation { parked.continuation = $0 }
             }
         }
+        parked.continuation?.resume()  // release it, so nothing leaks
         let second = XTalkVirtualClock()
         await #expect(throws: XTalkVirtualClockError.deadlineExceeded(.seconds(10))) {
             try await second.run(limit: .seconds(10)) { try await second.sleep(for: .seconds(11)) }
@@ -150,4 +153,9 @@ struct VirtualClockTests {
         await clock.settle()
         #expect(clock.pendingTimerCount == 0, "no sleeper is left once every timer ran")
     }
+}
+
+@MainActor
+final class ParkedContinuation {
+    var continuation: CheckedContinuation<Void, Never>?
 }

@@ -9,8 +9,9 @@ import Foundation
 // - Calls never deliver events synchronously: every event arrives later, on
 //   the main actor, through `eventHandler`.
 // - Commands are honoured only in `.poweredOn`; otherwise they are ignored.
-// - After `.disconnected` (or a state below `.poweredOn`), no further event
-//   arrives for that connection: pending reads and writes never complete.
+// - After `.disconnected`, after `cancelPeripheralConnection`, and after a
+//   state below `.poweredOn`, no further event arrives for that connection:
+//   pending reads and writes never complete.
 // - `.writeCompleted` is reported for with-response writes only.
 // - Notifications and read results both arrive as `.valueUpdated`.
 
@@ -172,8 +173,11 @@ package protocol BleBackend: AnyObject {
     func scanForPeripherals(withServices services: [BleUUID])
     func stopScan()
     func connect(_ peripheral: UUID)
-    /// Ends a connection or a connection attempt; `.disconnected` follows
-    /// with a nil error (or nothing, when no attempt was under way).
+    /// Ends a connection or a connection attempt at once. Nothing more of it
+    /// is delivered afterwards, not even `.disconnected`: the backend drops
+    /// every callback of a cancelled connection (CoreBluetooth's own
+    /// `didDisconnectPeripheral` included), so that a reconnect to the same
+    /// peripheral can never be confused with the connection it replaces.
     func cancelPeripheralConnection(_ peripheral: UUID)
     func discoverServices(_ services: [BleUUID]?, for peripheral: UUID)
     func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID)

@@ -29,13 +29,15 @@ package final class SimulatedCentral: BleBackend {
     private var inFlight: [UInt64: TimerToken] = [:]
     private var nextPost: UInt64 = 0
 
-    /// Delivers `event` after `delay`, in posting order among equal deadlines.
-    func post(after delay: Duration = .zero, _ event: BleBackendEvent) {
+    /// Delivers `event` after `delay`, in posting order among equal deadlines,
+    /// unless `isValid` no longer holds then.
+    func post(after delay: Duration = .zero, _ event: BleBackendEvent,
+              isValid: @escaping @MainActor () -> Bool = { true }) {
         guard !environment.isShutDown else { return }
         nextPost += 1
         let key = nextPost
         inFlight[key] = environment.scheduler.schedule(after: delay) { [weak self] in
-            guard let self, self.inFlight.removeValue(forKey: key) != nil else { return }
+            guard let self, self.inFlight.removeValue(forKey: key) != nil, isValid() else { return }
             if case .stateChanged(let state) = event { self.state = state }
             self.eventHandler?(event)
         }
@@ -164,6 +166,15 @@ package final class SimulatedCentral: BleBackend {
         guard let (peripheral, link) = connected(id, "writeValue") else { return }
         let info = SimulatedGattDatabase(peripheral.device.gatt).characteristic(characteristic)
         let isTX = characteristic.characteristic == XTalkGatt.passthroughTX && info != nil
+        if isTX, let refusal = peripheral.device.gatt.writeRefusal {
+            peripheral.droppedWrites += 1
+            guard type == .withResponse else { return }
+            link.after(link.procedureDelay) { [weak peripheral] in
+                peripheral?.post(.writeCompleted(
+                    peripheral: id, characteristic: characteristic, error: BleBackendError(.writeNotPermitted, refusal)))
+            }
+            return
+        }
         switch type {
         case .withoutResponse:
             guard isTX, info?.properties.contains(.writeWithoutResponse) == true else {
