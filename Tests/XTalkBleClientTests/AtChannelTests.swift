@@ -46,6 +46,19 @@ struct AtChannelTests {
         await harness.finish()
     }
 
+    @Test("setAtEncoding resets the text decode buffer: a partial line is discarded")
+    func setEncodingResetsBuffer() async {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.emitRawBytes(Array("+PAR".utf8).map { $0 ^ 0x5A })
+        await harness.advance(.milliseconds(50))
+        harness.client.setAtEncoding(.xor)
+        harness.peripheral.emitLine("TIAL")
+        await harness.advance(.milliseconds(50))
+        #expect(harness.atLines == ["TIAL"])
+        await harness.finish()
+    }
+
     @Test("collectUntilTimeout returns every line of the window without throwing")
     func collectWindow() async throws {
         let harness = ClientHarness()

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import XTalkBleSdk
+import XTalkSimulator
 
 /// Drives the channel machine like a driver would, recording everything.
 struct ChannelHarness {
@@ -694,9 +695,9 @@ struct AtChannelStateMachineTests {
                 #expect(Self.recordedSession(encoding: encoding) { Array(repeating: mtu - 3, count: $0) } == reference)
             }
             let seed = UInt64.random(in: 0...UInt64.max)
-            var rng = SplitMix64(seed: seed)
+            let rng = SimulatorRandom(seed: seed)
             for _ in 0..<100 {
-                let actions = Self.recordedSession(encoding: encoding) { randomChunks(total: $0, maxChunk: 24, using: &rng) }
+                let actions = Self.recordedSession(encoding: encoding) { randomChunks(total: $0, maxChunk: 24, using: rng) }
                 #expect(actions == reference, "seed \(seed)")
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import XTalkBleSdk
+import XTalkSimulator
 
 /// Feeds `bytes` split at `cuts` and returns every unit, in order.
 func frame(_ bytes: [UInt8], encoding: XTalkAtEncoding = .plain, chunks: [Int]? = nil) -> [FramedUnit] {
@@ -19,24 +20,12 @@ func frame(_ bytes: [UInt8], encoding: XTalkAtEncoding = .plain, chunks: [Int]? 
 func ascii(_ text: String) -> [UInt8] { Array(text.utf8) }
 func xored(_ bytes: [UInt8]) -> [UInt8] { bytes.map { $0 ^ 0x5A } }
 
-/// A deterministic generator so that property tests print a reproducible seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-func randomChunks(total: Int, maxChunk: Int, using rng: inout SplitMix64) -> [Int] {
+/// Random chunk sizes from a seeded generator, so a failure prints a reproducible seed.
+func randomChunks(total: Int, maxChunk: Int, using rng: SimulatorRandom) -> [Int] {
     var sizes: [Int] = []
     var left = total
     while left > 0 {
-        let size = Int.random(in: 1...max(1, min(maxChunk, left)), using: &rng)
+        let size = rng.int(in: 1...max(1, min(maxChunk, left)))
         sizes.append(size)
         left -= size
     }
@@ -173,9 +162,9 @@ struct LineFramerTests {
                 #expect(frame(stream, encoding: encoding, chunks: Array(repeating: mtu - 3, count: stream.count)) == reference)
             }
             let seed = UInt64.random(in: 0...UInt64.max)
-            var rng = SplitMix64(seed: seed)
+            let rng = SimulatorRandom(seed: seed)
             for _ in 0..<200 {
-                let chunks = randomChunks(total: stream.count, maxChunk: 64, using: &rng)
+                let chunks = randomChunks(total: stream.count, maxChunk: 64, using: rng)
                 #expect(frame(stream, encoding: encoding, chunks: chunks) == reference, "seed \(seed)")
             }
         }
