@@ -3,9 +3,10 @@
 // The xTalk Swift SDK: talk to xTalk radios over Bluetooth Low Energy.
 //
 // Module graph (arrow = imports), with no cycle:
-//   XTalkBleSdk          public client, sans-I/O protocol core, backend seam
+//   XTalkSupport         what both SDKs share: observable state, transport error classes
+//   XTalkBleSdk        → XTalkSupport (re-exported): client, sans-I/O core, backend seam
 //   XTalkCrypto          Ed25519 + CSPRNG seam (CryptoKit / system libcrypto)
-//   XTalkDeviceAuthSdk → XTalkCrypto
+//   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
 //   xtalk              → all of the above
 //
@@ -24,9 +25,10 @@ let package = Package(
         .executable(name: "xtalk", targets: ["xtalk"]),
     ],
     targets: [
-        .target(name: "XTalkBleSdk"),
+        .target(name: "XTalkSupport"),
+        .target(name: "XTalkBleSdk", dependencies: ["XTalkSupport"]),
         .target(name: "XTalkCrypto"),
-        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkCrypto"]),
+        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"]),
         .target(name: "XTalkSimulator", dependencies: ["XTalkBleSdk", "XTalkCrypto"]),
         .executableTarget(
             name: "xtalk",

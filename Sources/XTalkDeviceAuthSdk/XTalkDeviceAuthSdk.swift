@@ -1,2 +1,3 @@
-// The device authentication SDK (PROTOCOL.md sections 8 and 9) lands here.
-import XTalkCrypto
+// Observable state and the transport error classes come from XTalkSupport,
+// which both SDKs share; importing XTalkDeviceAuthSdk is enough to use them.
+@_exported import XTalkSupport

@@ -21,6 +21,4 @@ public struct Published<Value> {
         wrappedValue = initialValue
     }
 }
-
-extension XTalkBleClient: ObservableObject {}
 #endif
