@@ -37,6 +37,10 @@ let package = Package(
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkBleClientTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto"]),
+        .testTarget(
+            name: "XTalkDeviceAuthSdkTests",
+            dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto"]
+        ),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ],
     swiftLanguageModes: [.v6]
