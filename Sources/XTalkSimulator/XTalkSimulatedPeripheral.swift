@@ -63,10 +63,11 @@ public final class XTalkSimulatedPeripheral {
     /// How many connections this device accepted so far.
     public var connections: Int { connectionCount }
 
-    /// Every command line the firmware processed, decoded, in order.
+    /// The command lines the firmware processed, decoded, in order (the newest
+    /// 10 000 to 20 000 are kept).
     public var processedCommands: [String] { firmware.processedCommands }
 
-    /// Payloads the radio transmitted on air, in order.
+    /// Payloads the radio transmitted on air, in order (the newest 10 000 to 20 000 are kept).
     public var transmittedFrames: [Data] { firmware.transmittedFrames.map { Data($0) } }
 
     /// Bytes of host writes delivered to the device on the current connection.
@@ -183,6 +184,9 @@ public final class XTalkSimulatedPeripheral {
     /// The app cancels the connection or the attempt: it ends at once and,
     /// as the backend seam promises, nothing more of it is delivered.
     func cancelConnection() {
+        // Also when the link is already lost but the central has not heard of
+        // it yet: its pending disconnect report belongs to the cancelled connection.
+        abandonedAttempts.insert(attempt)
         switch connectionState {
         case .disconnected:
             return
@@ -191,7 +195,6 @@ public final class XTalkSimulatedPeripheral {
         case .connected:
             break
         }
-        abandonedAttempts.insert(attempt)
         tearDown()
     }
 
@@ -199,10 +202,12 @@ public final class XTalkSimulatedPeripheral {
     func loseLink() {
         guard case .connected = connectionState else { return }
         tearDown()
-        let timeout = device.link.supervisionTimeout
-        let id = self.id
-        environment.central.post(after: timeout, .disconnected(
-            peripheral: id, error: BleBackendError(.peripheralDisconnected, "the peripheral disconnected")))
+        let attempt = self.attempt
+        environment.central.post(after: device.link.supervisionTimeout, .disconnected(
+            peripheral: id, error: BleBackendError(.peripheralDisconnected, "the peripheral disconnected"))) { [weak self] in
+            guard let self else { return false }
+            return !self.abandonedAttempts.contains(attempt)
+        }
     }
 
     /// Drops the connection silently (Bluetooth powered off: no callback).

@@ -151,16 +151,12 @@ struct FaultInjectionTests {
             harness.environment.setBluetoothState(.poweredOn)
             await harness.advance(.milliseconds(10))
         }
+        // Reconnect at once: answers the device still owes the old connection may arrive on the new
+        // one (the radio's UART does not know about links), but never as the new command's answer.
         harness.peripheral.device.firmware.faults.replyDelay = .zero
-        await harness.advance(.seconds(3))  // let every late answer of the old connection happen
-        let eventsBeforeReconnect = harness.events.count
         await harness.connect()
         let lines = try await harness.run { try await client.runAtCommand("AT+PING=fresh") }
         #expect(lines == ["+PING:fresh", "OK"])
-        let lateLines = harness.events.dropFirst(eventsBeforeReconnect).compactMap { event -> String? in
-            if case .atLine(let line) = event { return line } else { return nil }
-        }
-        #expect(lateLines == ["+PING:fresh", "OK"], "no stale line after the reconnect")
         await harness.finish()
     }
 }

@@ -13,6 +13,8 @@ struct ChannelHarness {
     var outcomes: [ChannelRequestID: Result<[String], XTalkBleError>] = [:]
     var completionCount: [ChannelRequestID: Int] = [:]
     var granted: [ChannelRequestID] = []
+    /// Lines the machine asked to take back.
+    var withdrawals: [ChannelWriteID] = []
     var events: [ChannelEvent] = []
 
     init(encoding: XTalkAtEncoding = .plain) {
@@ -23,7 +25,8 @@ struct ChannelHarness {
         actions += new
         for action in new {
             switch action {
-            case .write(let id, let bytes, _): writes.append((id, bytes))
+            case .write(let id, let bytes): writes.append((id, bytes))
+            case .withdrawWrite(let id): withdrawals.append(id)
             case .startTimer(let id, let duration): liveTimers[id] = duration
             case .cancelTimer(let id): liveTimers[id] = nil
             case .succeed(let id, let lines):
@@ -172,7 +175,6 @@ struct AtChannelStateMachineTests {
     func sensitiveLines() {
         var h = ChannelHarness()
         h.command("AT+CHAL=00", log: false)
-        #expect(h.actions.contains { if case .write(_, _, sensitive: true) = $0 { true } else { false } })
         h.receive("+CHAL:ERR\r\n+DI:data=01\r\nOK\r\n")
         #expect(h.events.contains(.line("+CHAL:ERR", sensitive: true)))
         #expect(h.events.contains(.line("+DI:data=01", sensitive: false)))
@@ -275,15 +277,90 @@ struct AtChannelStateMachineTests {
         #expect(h.writtenLines.last == "AT+NEXT\r\n")
     }
 
-    @Test("a drain does not start its quiet period before the line is fully written")
+    @Test("a drain does not start before the line is fully written: neither quiet period nor bound")
     func drainWaitsForWrite() {
         var h = ChannelHarness()
         let id = h.command("AT+LONG")
+        let next = h.command("AT+NEXT")
         h.apply(h.machine.cancel(id))
         #expect(h.outcomes[id] == .failure(.cancelled))
-        #expect(!h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainQuiet))
+        #expect(h.withdrawals == [h.writes[0].0], "the line is asked back")
+        #expect(h.liveTimers.isEmpty, "no drain timer runs while our line is still going out")
+        // The line had started: it is completed, then the quarantine runs.
         h.completeLastWrite()
         #expect(h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainQuiet))
+        #expect(h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainBound))
+        h.receive("OK\r\n")  // the cancelled command's answer: an event only
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writtenLines.last == "AT+NEXT\r\n")
+        h.receive("OK\r\n")
+        #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    @Test("a line taken back before it started needs no quarantine")
+    func withdrawnWrite() {
+        var h = ChannelHarness()
+        let id = h.command("AT+SEND=00", timeout: .milliseconds(100))
+        let next = h.command("AT+NEXT")
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[id] == .failure(.timeout))
+        #expect(h.withdrawals.count == 1)
+        h.apply(h.machine.writeWithdrawn(h.writes[0].0))
+        #expect(h.writtenLines.last == "AT+NEXT\r\n", "nothing reached the device, so the next command goes at once")
+        let stale = h.machine.writeWithdrawn(h.writes[0].0)
+        #expect(stale.isEmpty, "a stale withdrawal changes nothing")
+        h.receive("OK\r\n")
+        #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    @Test("a failed write after a cancellation starts the quarantine")
+    func failedWriteDuringDrain() {
+        var h = ChannelHarness()
+        let id = h.command("AT+X")
+        h.apply(h.machine.cancel(id))
+        #expect(h.liveTimers.isEmpty)
+        h.apply(h.machine.writeFailed(h.writes[0].0, reason: "refused"))
+        #expect(h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainQuiet))
+        #expect(h.completionCount[id] == 1)
+    }
+
+    @Test("a new connection's channel can start in quarantine until an old deadline")
+    func quarantine() {
+        var h = ChannelHarness()
+        h.apply(h.machine.quarantine(for: .seconds(2)))
+        #expect(h.machine.isDraining)
+        #expect(h.liveTimers.values.contains(.seconds(2)))
+        #expect(h.liveTimers.values.contains(.seconds(3)))
+        let id = h.command("AT+NEW")
+        #expect(h.writes.isEmpty)
+        h.receive("+OLD:1\r\nOK\r\n")  // the old connection's late answer
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writtenLines == ["AT+NEW\r\n"])
+        h.receive("+NEW:1\r\nOK\r\n")
+        #expect(h.outcomes[id] == .success(["+NEW:1", "OK"]))
+        var idle = ChannelHarness()
+        let none = idle.machine.quarantine(for: .zero)
+        #expect(none.isEmpty)
+        idle.command("AT")
+        let busy = idle.machine.quarantine(for: .seconds(1))
+        #expect(busy.isEmpty, "only before any work")
+    }
+
+    @Test("lines after a log:false command ends abnormally stay sensitive until the next command")
+    func sensitiveAftermath() {
+        var h = ChannelHarness()
+        h.command("AT+CHAL=00", timeout: .milliseconds(100), log: false)
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        h.receive("+CHAL:SECRET\r\n+DI:data=01\r\n")
+        #expect(h.events.contains(.line("+CHAL:SECRET", sensitive: true)))
+        #expect(h.events.contains(.line("+DI:data=01", sensitive: false)))
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.receive("LATE\r\n")
+        #expect(h.events.last == .line("LATE", sensitive: true), "still before any other command")
+        h.command("AT")
+        h.receive("OK\r\n")
+        #expect(h.events.last == .line("OK", sensitive: false))
     }
 
     @Test("collectUntilTimeout returns every non-URC line of the window")

@@ -10,6 +10,9 @@ final class Passthrough {
     var channel: AtChannelStateMachine
     var pump: PassthroughWritePump
     var timers: [ChannelTimerID: TimerToken] = [:]
+    /// When each live timer fires, so that a reconnect can tell how long the
+    /// device may still answer this connection's commands.
+    var timerDeadlines: [ChannelTimerID: Duration] = [:]
     var waiters: [ChannelRequestID: CheckedContinuation<[String], any Error>] = [:]
 
     init(peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding, writeType: BleWriteType) {
@@ -93,7 +96,7 @@ extension XTalkBleClient {
     public func sendAtCommandNoWait(_ plain: String) throws {
         try AtInputValidation.validateCommand(plain)
         let link = try readyPassthrough()
-        let actions = try link.channel.startNoWaitCommand(plain, window: Self.noWaitCommandWindow, owner: sessionOwner(on: link))
+        let actions = try link.channel.startNoWaitCommand(plain, window: Self.noWaitCommandWindow, owner: try sessionOwner(on: link))
         log(.debug, "write (no wait) \(plain)")
         perform(actions, on: link)
         commit()
@@ -108,9 +111,8 @@ extension XTalkBleClient {
         _ operation: @MainActor (XTalkBleClient) async throws -> T
     ) async throws -> T {
         let link = try readyPassthrough()
-        if let context = Self.exclusiveSession, context.client == ObjectIdentifier(self),
-           context.generation == link.generation, link.channel.currentSession == context.session {
-            return try await operation(self)
+        if let session = try sessionOwner(on: link), link.channel.currentSession == session {
+            return try await operation(self)  // nested: the session already owns the channel
         }
         let handle = RequestHandle()
         _ = try await submit(on: link, handle) { channel, _ in channel.submitSession() }
@@ -143,7 +145,7 @@ extension XTalkBleClient {
     public func sendRfPayloadNoWait(_ rawPayload: Data) throws {
         let hex = try AtInputValidation.hexPayload(rawPayload)
         let link = try readyPassthrough()
-        let actions = try link.channel.startNoWaitSend(hexPayload: hex, window: Self.noWaitSendWindow, owner: sessionOwner(on: link))
+        let actions = try link.channel.startNoWaitSend(hexPayload: hex, window: Self.noWaitSendWindow, owner: try sessionOwner(on: link))
         log(.debug, "write (no wait) RF send of \(rawPayload.count) bytes")
         perform(actions, on: link)
         commit()
@@ -153,9 +155,20 @@ extension XTalkBleClient {
 
     func openPassthrough(peripheral: UUID, writeType: BleWriteType) {
         passthroughGeneration += 1
-        passthrough = Passthrough(peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
-                                  writeType: writeType)
+        let link = Passthrough(peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
+                               writeType: writeType)
+        passthrough = link
         log(.info, "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
+        // The device may still answer commands of the previous connection until
+        // their deadline: nothing of them may reach this connection's commands.
+        if let owed = owedAnswers, owed.peripheral == peripheral {
+            let remaining = owed.until - scheduler.elapsed
+            if remaining > .zero {
+                log(.info, "quarantine for \(remaining): the device may still answer the previous connection")
+                perform(link.channel.quarantine(for: remaining), on: link)
+            }
+        }
+        owedAnswers = nil
     }
 
     /// The connection ended: every waiter fails with `error` exactly once,
@@ -164,8 +177,13 @@ extension XTalkBleClient {
         deviceQueries.cancelAll(client: self)
         guard let link = passthrough else { return }
         passthrough = nil
+        if link.channel.owesAnswers, let until = link.timerDeadlines.values.max() {
+            owedAnswers = (link.peripheral, until)
+        }
         perform(link.channel.disconnected(error), on: link)
-        _ = link.pump.reset()
+        // Nothing of this connection is delivered after it ended, even what is already queued.
+        discardDeliveries(of: link.generation)
+        link.pump.reset()
         for token in link.timers.values { scheduler.cancel(token) }
         link.timers.removeAll()
         // Defensive: the machine fails every request it knows; nothing may stay suspended.
@@ -180,10 +198,12 @@ extension XTalkBleClient {
         return link
     }
 
-    /// The exclusive session the calling task holds on `link`, if any.
-    func sessionOwner(on link: Passthrough) -> ChannelRequestID? {
-        guard let context = Self.exclusiveSession, context.client == ObjectIdentifier(self),
-              context.generation == link.generation else { return nil }
+    /// The exclusive session the calling task holds on `link`, if any. A
+    /// session of an earlier connection ended with it: its closure's commands
+    /// throw `.notConnected` rather than run without exclusivity.
+    func sessionOwner(on link: Passthrough) throws(XTalkBleError) -> ChannelRequestID? {
+        guard let context = Self.exclusiveSession, context.client == ObjectIdentifier(self) else { return nil }
+        guard context.generation == link.generation else { throw .notConnected }
         return context.session
     }
 
@@ -197,7 +217,7 @@ extension XTalkBleClient {
         _ make: (inout AtChannelStateMachine, ChannelRequestID?) -> (ChannelRequestID, [ChannelAction])
     ) async throws -> [String] {
         if Task.isCancelled { throw XTalkBleError.cancelled }
-        let owner = sessionOwner(on: link)
+        let owner = try sessionOwner(on: link)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String], any Error>) in
                 let (id, actions) = make(&link.channel, owner)
@@ -231,16 +251,21 @@ extension XTalkBleClient {
         var pump = false
         for action in actions {
             switch action {
-            case .write(let id, let bytes, _):
+            case .write(let id, let bytes):
                 link.pump.enqueue(id, bytes)
                 pump = true
+            case .withdrawWrite(let id):
+                if link.pump.withdraw(id) { perform(link.channel.writeWithdrawn(id), on: link) }
             case .startTimer(let id, let duration):
+                link.timerDeadlines[id] = scheduler.elapsed + duration
                 link.timers[id] = scheduler.schedule(after: duration) { [weak self, weak link] in
                     guard let self, let link, self.passthrough === link, link.timers.removeValue(forKey: id) != nil else { return }
+                    link.timerDeadlines[id] = nil
                     self.perform(link.channel.timerFired(id), on: link)
                     self.commit()
                 }
             case .cancelTimer(let id):
+                link.timerDeadlines[id] = nil
                 if let token = link.timers.removeValue(forKey: id) { scheduler.cancel(token) }
             case .succeed(let id, let lines):
                 link.waiters.removeValue(forKey: id)?.resume(returning: lines)
@@ -250,26 +275,28 @@ extension XTalkBleClient {
             case .grantSession(let id):
                 link.waiters.removeValue(forKey: id)?.resume(returning: [])
             case .emit(let event):
-                queue(event)
+                queue(event, from: link)
             }
         }
         if pump { pumpWrites(link) }
     }
 
-    private func queue(_ event: ChannelEvent) {
+    private func queue(_ event: ChannelEvent, from link: Passthrough) {
+        let delivery: Delivery
         switch event {
         case .line(let line, let sensitive):
             if !sensitive { log(.debug, "← \(line)") }
-            pendingDeliveries.append(.event(.atLine(line)))
+            delivery = .event(.atLine(line))
         case .radioFrame(let payload, let meta):
-            pendingDeliveries.append(.event(.diPayload(payload, meta)))
+            delivery = .event(.diPayload(payload, meta))
         case .crcError(let meta, let line):
-            pendingDeliveries.append(.event(.crcError(meta, line)))
+            delivery = .event(.crcError(meta, line))
         case .sendFinished(let line):
-            pendingDeliveries.append(.sendFinished(line: line))
+            delivery = .sendFinished(line: line)
         case .raw(let data):
-            pendingDeliveries.append(.event(.passthroughRaw(data)))
+            delivery = .event(.passthroughRaw(data))
         }
+        enqueue(delivery, generation: link.generation)
     }
 
     /// Hands chunks to the backend while its flow control allows.

@@ -65,8 +65,13 @@ public final class XTalkBleClient: NSObject {
     var passthroughGeneration: UInt64 = 0
     private var connectionTimers: [ChannelTimerID: TimerToken] = [:]
     let eventContinuation: AsyncStream<XTalkBleEvent>.Continuation
-    var pendingDeliveries: [Delivery] = []
+    /// Events waiting for delivery, with the connection they belong to (nil: the lifecycle).
+    private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
+    private var deliveryHead = 0
     private var isDelivering = false
+    /// A connection that ended while the device still owed answers: until
+    /// when, so that a reconnect to it starts in quarantine.
+    var owedAnswers: (peripheral: UUID, until: Duration)?
     /// Observers in registration order, each kind apart (a token fits only its own kind).
     var atLineObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
     var sendFinishObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
@@ -142,6 +147,7 @@ public final class XTalkBleClient: NSObject {
         connectionTimers.removeAll()
         // Nothing is delivered after teardown: drop what is still queued.
         pendingDeliveries.removeAll()
+        deliveryHead = 0
         atLineObservers.removeAll()
         sendFinishObservers.removeAll()
         rawObservers.removeAll()
@@ -232,7 +238,7 @@ public final class XTalkBleClient: NSObject {
         if connectionState != state.connectionState {
             connectionState = state.connectionState
             log(.info, "connection state: \(state.connectionState)")
-            pendingDeliveries.append(.event(.connectionStateChanged(state.connectionState)))
+            enqueue(.event(.connectionStateChanged(state.connectionState)), generation: nil)
         }
         if scanResults != state.scanResults { scanResults = state.scanResults }
         if connectedName != state.connectedName { connectedName = state.connectedName }
@@ -257,14 +263,30 @@ public final class XTalkBleClient: NSObject {
         case sendFinished(line: String)
     }
 
+    func enqueue(_ delivery: Delivery, generation: UInt64?) {
+        pendingDeliveries.append((delivery, generation))
+    }
+
+    /// Drops the queued events of a connection that ended.
+    func discardDeliveries(of generation: UInt64) {
+        let kept = pendingDeliveries[deliveryHead...].filter { $0.generation != generation }
+        pendingDeliveries.removeSubrange(deliveryHead...)
+        pendingDeliveries += kept
+    }
+
     /// Delivers queued events in order. Re-entrant calls (a callback that
     /// calls into the client) only queue; the outer loop delivers them next.
     private func deliver() {
         guard !isDelivering else { return }
         isDelivering = true
-        defer { isDelivering = false }
-        while !pendingDeliveries.isEmpty && !isTornDown {
-            let delivery = pendingDeliveries.removeFirst()
+        defer {
+            isDelivering = false
+            pendingDeliveries.removeFirst(deliveryHead)
+            deliveryHead = 0
+        }
+        while deliveryHead < pendingDeliveries.count && !isTornDown {
+            let delivery = pendingDeliveries[deliveryHead].delivery
+            deliveryHead += 1
             let event: XTalkBleEvent
             switch delivery {
             case .event(let value): event = value

@@ -34,7 +34,10 @@ enum ChannelEvent: Equatable, Sendable {
 /// What the driver must do, in order, after feeding the channel an event.
 enum ChannelAction: Equatable, Sendable {
     /// Write one whole encoded line; report `writeCompleted`/`writeFailed` for it.
-    case write(ChannelWriteID, [UInt8], sensitive: Bool)
+    case write(ChannelWriteID, [UInt8])
+    /// Take back a line whose writing has not started (its operation ended):
+    /// report `writeWithdrawn` if it never reached the wire.
+    case withdrawWrite(ChannelWriteID)
     /// Run a timer and report `timerFired` when it expires (unless cancelled).
     case startTimer(ChannelTimerID, Duration)
     case cancelTimer(ChannelTimerID)
@@ -114,10 +117,11 @@ struct AtChannelStateMachine {
 
     /// The quarantine after a timeout, cancellation or failed write.
     private struct Drain {
-        /// Runs while nothing attributable arrives; nil while our own write is
-        /// still going out (the device cannot have answered it yet).
+        /// Runs while nothing attributable arrives. Both timers are nil while
+        /// our own line is still going out: the device cannot have answered
+        /// it yet, and the quarantine starts once it is fully written.
         var quietTimer: ChannelTimerID?
-        let boundTimer: ChannelTimerID
+        var boundTimer: ChannelTimerID?
     }
 
     private enum State {
@@ -146,6 +150,9 @@ struct AtChannelStateMachine {
     /// True when the framer held a partial line as the current operation began:
     /// the unit that completes it arrived (in part) before our first byte.
     private var staleTail = false
+    /// Set when a `log: false` command ended: lines that arrive before the
+    /// next operation starts may still be its own, so they stay out of logs.
+    private var sensitiveAftermath = false
     private var nextID: UInt64 = 0
     private var units: [FramedUnit] = []
     private let drainQuiet: Duration
@@ -184,8 +191,28 @@ struct AtChannelStateMachine {
     /// The exclusive session that owns the channel, if any.
     var currentSession: ChannelRequestID? { activeSession }
 
-    /// Number of operations waiting in the queue.
-    var queuedCount: Int { queue.count }
+    /// Starts the channel of a new connection in quarantine: the device may
+    /// still answer a command of the previous connection until that command's
+    /// deadline, `remaining` from now. Until then (and until the channel has
+    /// been quiet for the drain period) lines are events only. Call before
+    /// submitting work.
+    mutating func quarantine(for remaining: Duration) -> [ChannelAction] {
+        guard case .idle = state, remaining > .zero else { return [] }
+        var actions: [ChannelAction] = []
+        let quiet = startTimer(max(drainQuiet, remaining), into: &actions)
+        let bound = startTimer(remaining + drainBound, into: &actions)
+        state = .draining(Drain(quietTimer: quiet, boundTimer: bound))
+        return actions
+    }
+
+    /// True when the wire is busy with an operation, a window or a drain:
+    /// the device may still owe answers.
+    var owesAnswers: Bool {
+        switch state {
+        case .transaction, .isolation, .draining: true
+        case .idle, .closed: false
+        }
+    }
 
     // MARK: Submitting work
 
@@ -255,7 +282,7 @@ struct AtChannelStateMachine {
         if let session = activeSession, session != owner { throw .busy }
         var actions: [ChannelAction] = []
         let timer = ChannelTimerID(raw: makeID())
-        write(text, sensitive: false, into: &actions)
+        write(text, into: &actions)
         actions.append(.startTimer(timer, window))
         state = .isolation(Isolation(kind: kind, timer: timer))
         return actions
@@ -288,9 +315,18 @@ struct AtChannelStateMachine {
         guard outstandingWrite == id else { return [] }
         outstandingWrite = nil
         var actions: [ChannelAction] = []
-        if case .draining(var drain) = state, drain.quietTimer == nil {
-            drain.quietTimer = startTimer(drainQuiet, into: &actions)
-            state = .draining(drain)
+        startDeferredDrain(into: &actions)
+        return actions
+    }
+
+    /// A withdrawn line never reached the wire: nothing of its operation can
+    /// arrive, so a quarantine waiting for it is not needed.
+    mutating func writeWithdrawn(_ id: ChannelWriteID) -> [ChannelAction] {
+        guard outstandingWrite == id else { return [] }
+        outstandingWrite = nil
+        var actions: [ChannelAction] = []
+        if case .draining(let drain) = state, drain.boundTimer == nil {
+            becomeIdle(into: &actions)
         }
         return actions
     }
@@ -304,19 +340,26 @@ struct AtChannelStateMachine {
         case .transaction(let transaction):
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(transaction.id, .writeFailed(reason)))
+            endTransaction(transaction)
             startDrain(into: &actions)
         case .isolation(let isolation):
             actions.append(.cancelTimer(isolation.timer))
             startDrain(into: &actions)
-        case .draining(var drain):
-            if drain.quietTimer == nil {
-                drain.quietTimer = startTimer(drainQuiet, into: &actions)
-                state = .draining(drain)
-            }
+        case .draining:
+            // Part of the line may have gone out: quarantine from now.
+            startDeferredDrain(into: &actions)
         case .idle, .closed:
             break
         }
         return actions
+    }
+
+    /// Starts the timers of a drain that waited for our line to be written.
+    private mutating func startDeferredDrain(into actions: inout [ChannelAction]) {
+        guard case .draining(var drain) = state, drain.boundTimer == nil else { return }
+        drain.quietTimer = startTimer(drainQuiet, into: &actions)
+        drain.boundTimer = startTimer(drainBound, into: &actions)
+        state = .draining(drain)
     }
 
     /// A timer the machine started has expired.
@@ -324,6 +367,7 @@ struct AtChannelStateMachine {
         var actions: [ChannelAction] = []
         switch state {
         case .transaction(let transaction) where transaction.timer == id:
+            endTransaction(transaction)
             switch transaction.kind {
             case .command(.collectUntilTimeout, _):
                 actions.append(.succeed(transaction.id, transaction.lines))
@@ -350,7 +394,7 @@ struct AtChannelStateMachine {
                     drain.quietTimer = startTimer(drainQuiet, into: &actions)
                     state = .draining(drain)
                 } else {
-                    actions.append(.cancelTimer(drain.boundTimer))
+                    if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
                     becomeIdle(into: &actions)
                 }
             }
@@ -373,6 +417,7 @@ struct AtChannelStateMachine {
         if case .transaction(let transaction) = state, transaction.id == id {
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(id, .cancelled))
+            endTransaction(transaction)
             startDrain(into: &actions)
         }
         return actions
@@ -411,7 +456,7 @@ struct AtChannelStateMachine {
             actions.append(.cancelTimer(isolation.timer))
         case .draining(let drain):
             if let quiet = drain.quietTimer { actions.append(.cancelTimer(quiet)) }
-            actions.append(.cancelTimer(drain.boundTimer))
+            if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
         case .idle:
             break
         }
@@ -430,11 +475,13 @@ struct AtChannelStateMachine {
     private mutating func lineReceived(_ line: String, stale: Bool, into actions: inout [ChannelAction]) {
         let lineClass = LineClassifier.classify(line)
         let sensitive: Bool
-        if case .transaction(let transaction) = state, case .command(_, log: false) = transaction.kind,
-            !lineClass.isUnsolicited, !stale {
-            sensitive = true
-        } else {
+        if lineClass.isUnsolicited {
             sensitive = false
+        } else if case .transaction(let transaction) = state {
+            // A stale line belongs to what came before this command.
+            if case .command(_, log: false) = transaction.kind { sensitive = true } else { sensitive = stale && sensitiveAftermath }
+        } else {
+            sensitive = sensitiveAftermath
         }
         actions.append(.emit(.line(line, sensitive: sensitive)))
         switch lineClass {
@@ -468,6 +515,7 @@ struct AtChannelStateMachine {
                 if mode == .automatic && finalCode != nil {
                     actions.append(.cancelTimer(transaction.timer))
                     actions.append(.succeed(transaction.id, transaction.lines))
+                    endTransaction(transaction)
                     becomeIdle(into: &actions)
                 } else {
                     state = .transaction(transaction)
@@ -543,10 +591,23 @@ struct AtChannelStateMachine {
         drain.quietTimer = startTimer(drainQuiet, into: &actions)
     }
 
+    /// Quarantines the channel. While our line is still being written, the
+    /// driver is asked to take it back (if it has not started) and the
+    /// quarantine waits for it; otherwise it starts now.
     private mutating func startDrain(into actions: inout [ChannelAction]) {
+        if let pending = outstandingWrite {
+            actions.append(.withdrawWrite(pending))
+            state = .draining(Drain(quietTimer: nil, boundTimer: nil))
+            return
+        }
         let bound = startTimer(drainBound, into: &actions)
-        let quiet = outstandingWrite == nil ? startTimer(drainQuiet, into: &actions) : nil
+        let quiet = startTimer(drainQuiet, into: &actions)
         state = .draining(Drain(quietTimer: quiet, boundTimer: bound))
+    }
+
+    /// Bookkeeping when a transaction ends, whichever way.
+    private mutating func endTransaction(_ transaction: Transaction) {
+        if case .command(_, log: false) = transaction.kind { sensitiveAftermath = true }
     }
 
     private mutating func becomeIdle(into actions: inout [ChannelAction]) {
@@ -565,12 +626,12 @@ struct AtChannelStateMachine {
                 actions.append(.grantSession(pending.id))
             case .command(let text, let timeout, let mode, let log):
                 let timer = startTimer(timeout, into: &actions)
-                write(text, sensitive: !log, into: &actions)
+                write(text, into: &actions)
                 state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer))
                 return
             case .send(let text, let timeout):
                 let timer = startTimer(timeout, into: &actions)
-                write(text, sensitive: false, into: &actions)
+                write(text, into: &actions)
                 state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer))
                 return
             }
@@ -582,11 +643,13 @@ struct AtChannelStateMachine {
         return queue.firstIndex { $0.owner == session }
     }
 
-    private mutating func write(_ text: String, sensitive: Bool, into actions: inout [ChannelAction]) {
+    /// Writes the line of the operation that now owns the wire.
+    private mutating func write(_ text: String, into actions: inout [ChannelAction]) {
         let id = ChannelWriteID(raw: makeID())
         outstandingWrite = id
         staleTail = framer.hasPartialLine
-        actions.append(.write(id, framer.encoding.encodeLine(text), sensitive: sensitive))
+        sensitiveAftermath = false
+        actions.append(.write(id, framer.encoding.encodeLine(text)))
     }
 
     private mutating func startTimer(_ duration: Duration, into actions: inout [ChannelAction]) -> ChannelTimerID {

@@ -87,14 +87,22 @@ struct PassthroughWritePump {
         return nil
     }
 
-    /// Discards everything (a disconnect): the lines are returned so their
-    /// writers can be failed.
-    mutating func reset() -> [ChannelWriteID] {
-        let pending = lines[head...].map(\.id)
+    /// Takes back a queued line whose writing has not started; returns false
+    /// when it is unknown or already (partly) written, which cannot be undone
+    /// without leaving the device half a command.
+    mutating func withdraw(_ id: ChannelWriteID) -> Bool {
+        guard let index = lines[head...].firstIndex(where: { $0.id == id }), lines[index].offset == 0,
+              awaitingAck != id
+        else { return false }
+        lines.remove(at: index)
+        return true
+    }
+
+    /// Discards everything (a disconnect).
+    mutating func reset() {
         lines.removeAll()
         head = 0
         awaitingAck = nil
-        return pending
     }
 
     private mutating func advanceHead() {

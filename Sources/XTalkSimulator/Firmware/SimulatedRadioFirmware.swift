@@ -109,6 +109,15 @@ package final class SimulatedRadioFirmware {
         self.output = output
     }
 
+    /// The most entries the command and frame logs keep (the oldest go), so
+    /// that a long session on the real clock does not grow without bound.
+    package static let logLimit = 10_000
+
+    /// Keeps the newest `logLimit` entries, trimming in batches.
+    private static func bound<Element>(_ log: inout [Element]) {
+        if log.count > 2 * logLimit { log.removeFirst(log.count - logLimit) }
+    }
+
     // MARK: UART input
 
     /// Takes bytes written by the host as the BLE module hands them over the
@@ -175,6 +184,7 @@ package final class SimulatedRadioFirmware {
     private func process(_ line: [UInt8]) {
         let command = String(decoding: line, as: UTF8.self)
         processedCommands.append(command)
+        Self.bound(&processedCommands)
         let faults = configuration.faults
         // Silence hides what a command produces, not the command: it still runs, like an MCU whose UART TX is lost.
         let quiet = faults.silent || faults.silentCommands.contains { FirmwareText.hasPrefix(command, $0) }
@@ -290,6 +300,7 @@ package final class SimulatedRadioFirmware {
                     line = "+SENDFIN:FAIL," + failureReason
                 } else {
                     firmware.transmittedFrames.append(payload)
+                    Self.bound(&firmware.transmittedFrames)
                 }
                 if !quiet { firmware.emitLine(line) }
             })

@@ -49,9 +49,11 @@ package final class SimulatedCentral: BleBackend {
         inFlight.removeAll()
     }
 
+    /// Commands need the radio on, both as the app last heard and as it
+    /// really is (a power-off the app has not heard of yet also refuses them).
     private func poweredOn(_ call: String) -> Bool {
-        guard state == .poweredOn else {
-            environment.recordMisuse("\(call) while the central is \(state): can only accept this command while powered on")
+        guard state == .poweredOn, environment.bluetoothState == .poweredOn else {
+            environment.recordMisuse("\(call) while Bluetooth is \(environment.bluetoothState): can only accept this command while powered on")
             return false
         }
         return true

@@ -1,0 +1,222 @@
+import Foundation
+import Testing
+import XTalkBleSdk
+import XTalkSimulator
+
+/// Cases a review found; each failed before its fix.
+@Suite("Regressions")
+@MainActor
+struct RegressionTests {
+    @Test("a slow device's answer to a command of the lost connection never reaches the new connection's command")
+    func lateReplyCrossesReconnect() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.device.firmware.faults.replyDelay = .seconds(1)
+        let old = harness.start { try await harness.client.runAtCommand("AT+PING=old") }
+        await harness.advance(.milliseconds(40))
+        #expect(harness.peripheral.processedCommands.last == "AT+PING=old")
+        harness.peripheral.disconnect()
+        await harness.advance(.milliseconds(5))
+        await #expect(throws: XTalkBleError.notConnected) { try await old.value }
+        await harness.connect()
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=new") }
+        #expect(lines == ["+PING:new", "OK"], "got \(lines)")
+        #expect(harness.atLines.contains("+PING:old"), "the old answer arrived, as an event only")
+        await harness.finish()
+    }
+
+    @Test("a clean reconnect starts at once: only a connection that still owed answers is quarantined")
+    func cleanReconnectIsFast() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.client.disconnect()
+        await harness.connect()
+        let start = harness.clock.elapsed
+        _ = try await harness.run { try await harness.client.runAtCommand("AT") }
+        #expect(harness.clock.elapsed - start < .milliseconds(50))
+        await harness.finish()
+    }
+
+    @Test("a lost link whose report is still pending, then cancelled by the app, does not kill the next link")
+    func staleDisconnectKillsNewLink() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.supervisionTimeout = .seconds(2)
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        harness.peripheral.disconnect()
+        await harness.advance(.milliseconds(100))
+        harness.client.disconnect()
+        await harness.connect()
+        #expect(harness.client.atReady)
+        await harness.advance(.seconds(2))
+        #expect(harness.client.atReady, "state: \(harness.client.connectionState)")
+        #expect(harness.client.connectionState == .connected)
+        #expect(harness.peripheral.isConnected == harness.client.atReady, "simulator and client agree")
+        await harness.finish()
+    }
+
+    @Test("lines of a log:false command that arrive after its timeout stay out of the log")
+    func logFalseAfterTimeout() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(300)
+        let error = await harness.error { try await harness.client.runAtCommand("AT+PING=secret42", timeoutMs: 100, log: false) }
+        #expect(XTalkBleError.from(error) == .timeout)
+        await harness.advance(.seconds(1))
+        #expect(harness.atLines.contains("+PING:secret42"), "the answer arrived")
+        #expect(!harness.logMessages.joined(separator: "\n").contains("secret42"))
+        await harness.finish()
+    }
+
+    @Test("a timed-out operation whose line is still being written: the next command still gets its own answer")
+    func stalledWrite() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.mtu = 23
+        device.link.writeWithoutResponseCredits = 1
+        device.link.packetsPerConnectionEvent = 1
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        // 11 chunks at one per 50 ms event: the line takes over half a second to go out. (The drain's
+        // 150 ms quiet period of PROTOCOL.md covers link round trips up to about that long; a link
+        // slower than that can outlast it.)
+        harness.peripheral.device.link.connectionInterval = .milliseconds(50)
+        let error = await harness.error {
+            try await harness.client.sendRfPayload(Data(repeating: 0x11, count: 100), timeoutMs: 100)
+            return 0
+        }
+        #expect(XTalkBleError.from(error) == .timeout)
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=B", timeoutMs: 30_000) }
+        #expect(lines == ["+PING:B", "OK"], "got \(lines)")
+        // The send's line had started, so it was completed (never cut, never interleaved) and the radio may
+        // still act on it: a timeout means "not known to have finished", as documented.
+        #expect(harness.peripheral.processedCommands.first?.hasPrefix("AT+SEND=") == true)
+        await harness.finish()
+    }
+
+    @Test("a cancelled operation whose line has not started is never written")
+    func withdrawnLine() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.mtu = 23
+        device.link.writeWithoutResponseCredits = 1
+        device.link.packetsPerConnectionEvent = 1
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        harness.peripheral.device.link.connectionInterval = .milliseconds(50)
+        harness.peripheral.device.firmware.faults.silentCommands = ["AT+PING=first"]
+        // The first command times out while its line is written; the send is queued behind it.
+        let first = harness.start { try await harness.client.runAtCommand("AT+PING=first", timeoutMs: 20) }
+        let send = harness.start {
+            try await harness.client.sendRfPayload(Data(repeating: 0x22, count: 240))
+            return [String]()
+        }
+        await harness.advance(.milliseconds(30))
+        await #expect(throws: XTalkBleError.timeout) { try await first.value }
+        send.cancel()
+        await harness.clock.settle()
+        await #expect(throws: XTalkBleError.cancelled) { try await send.value }
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=B") }
+        #expect(lines == ["+PING:B", "OK"])
+        #expect(harness.peripheral.transmittedFrames.isEmpty, "the cancelled send never reached the device")
+        #expect(!harness.peripheral.processedCommands.contains { $0.hasPrefix("AT+SEND=") })
+        await harness.finish()
+    }
+
+    @Test("a send cancelled while its line is being written: the next command still gets its own answer")
+    func cancelledSendMidWrite() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.mtu = 23
+        device.link.writeWithoutResponseCredits = 1
+        device.link.packetsPerConnectionEvent = 1
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        harness.peripheral.device.link.connectionInterval = .milliseconds(50)
+        let send = harness.start {
+            try await harness.client.sendRfPayload(Data(repeating: 0x22, count: 240))
+            return 0
+        }
+        await harness.advance(.milliseconds(10))
+        send.cancel()
+        await harness.clock.settle()
+        await #expect(throws: XTalkBleError.cancelled) { try await send.value }
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=B") }
+        #expect(lines == ["+PING:B", "OK"], "got \(lines)")
+        await harness.finish()
+    }
+
+    @Test("a callback that disconnects stops the old connection's remaining events at once")
+    func disconnectFromCallback() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        var disconnected = false
+        var afterDisconnect: [XTalkBleEvent] = []
+        harness.client.onEvent = { event in
+            if disconnected { afterDisconnect.append(event) }
+            if case .atLine("X1") = event {
+                harness.client.disconnect()
+                disconnected = true
+            }
+        }
+        harness.peripheral.emitRawBytes(Array("X1\r\nX2\r\n".utf8).map { $0 ^ 0x5A })
+        await harness.advance(.milliseconds(50))
+        #expect(!afterDisconnect.contains(.atLine("X2")), "\(afterDisconnect)")
+        #expect(afterDisconnect.contains(.connectionStateChanged(.disconnected)))
+        await harness.finish()
+    }
+
+    @Test("a connect issued in the same turn as a power-off does not connect the device")
+    func connectInSameTurnAsPowerOff() async throws {
+        let harness = ClientHarness()
+        await harness.scan()
+        let id = try #require(harness.client.scanResults.first).id
+        harness.environment.setBluetoothState(.poweredOff)
+        harness.client.connect(id: id)
+        await harness.advance(.milliseconds(200))
+        #expect(!harness.peripheral.isConnected, "the simulated device connected while Bluetooth was off")
+        #expect(harness.client.connectionState == .failed(.bluetoothUnavailable))
+        harness.environment.setBluetoothState(.poweredOn)
+        await harness.advance(.milliseconds(10))
+        harness.client.startScan()
+        await harness.advance(.seconds(1))
+        #expect(!harness.client.scanResults.isEmpty, "the device is visible after the power cycle")
+        await harness.finish()
+    }
+
+    @Test("a session's closure that outlives its connection cannot run commands on the next one")
+    func sessionOutlivesConnection() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let client = harness.client
+        let gate = Gate()
+        let session = harness.start {
+            try await client.withExclusiveAtSession { session -> [String] in
+                _ = try await session.runAtCommand("AT")
+                await gate.wait()
+                return try await session.runAtCommand("AT+PING=late")
+            }
+        }
+        await harness.advance(.milliseconds(50))
+        harness.client.disconnect()
+        await harness.connect()
+        gate.open()
+        await harness.clock.settle()
+        await #expect(throws: XTalkBleError.notConnected) { try await session.value }
+        #expect(!harness.peripheral.processedCommands.contains("AT+PING=late"))
+        await harness.finish()
+    }
+}
+
+/// A one-shot gate a task can wait on.
+@MainActor
+final class Gate {
+    private var waiter: CheckedContinuation<Void, Never>?
+    private var isOpen = false
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiter = $0 }
+    }
+    func open() {
+        isOpen = true
+        waiter?.resume()
+        waiter = nil
+    }
+}
