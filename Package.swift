@@ -8,7 +8,8 @@
 //   XTalkCrypto          Ed25519 + CSPRNG seam (CryptoKit / system libcrypto)
 //   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
-//   xtalk              → all of the above
+//   XTalkCLI           → the SDKs and the simulator: the tool's commands, testable in-process
+//   xtalk              → XTalkCLI (the executable: real clock, stdin/stdout, signals)
 //
 // No dependency outside the Swift toolchain. On Linux, libcrypto.so.3 is
 // loaded at run time (dlopen), so no -dev package and no linker flags are needed.
@@ -30,12 +31,14 @@ let package = Package(
         .target(name: "XTalkCrypto"),
         .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"]),
         .target(name: "XTalkSimulator", dependencies: ["XTalkBleSdk", "XTalkCrypto"]),
-        .executableTarget(
-            name: "xtalk",
+        .target(
+            name: "XTalkCLI",
             dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]
         ),
+        .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkBleClientTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(name: "XTalkCLITests", dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto"]),
         .testTarget(
             name: "XTalkDeviceAuthSdkTests",

@@ -108,6 +108,17 @@ public final class XTalkSimulatedPeripheral {
         firmware.stopRadioTraffic()
     }
 
+    /// Periodic line noise between replies: every `interval`, a line of
+    /// `bytes` random bytes with a non-printable one in it (delivered to the
+    /// app as `.passthroughRaw`).
+    public func startLineNoise(every interval: Duration, bytes: Int = 8) {
+        firmware.startLineNoise(every: interval, length: bytes)
+    }
+
+    public func stopLineNoise() {
+        firmware.stopLineNoise()
+    }
+
     // MARK: Faults
 
     /// The link drops now (out of range, device reset): the central learns of

@@ -186,3 +186,22 @@ struct EventsAndQueriesTests {
     }
     #endif
 }
+
+@Suite("Line noise")
+@MainActor
+struct LineNoiseTests {
+    @Test("line noise arrives as raw passthrough bytes and never enters a response")
+    func noise() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.startLineNoise(every: .milliseconds(10), bytes: 16)
+        for index in 0..<20 {
+            let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=n\(index)") }
+            #expect(lines == ["+PING:n\(index)", "OK"])
+        }
+        let raw = harness.events.filter { if case .passthroughRaw = $0 { true } else { false } }
+        #expect(raw.count > 10)
+        harness.peripheral.stopLineNoise()
+        await harness.finish()
+    }
+}

@@ -55,6 +55,8 @@ package final class SimulatedRadioFirmware {
     private var firstChallengeReply: String?
     /// The timer of the next periodic radio frame, while traffic runs.
     private var trafficTimer: Int?
+    /// The timer of the next noise line, while line noise runs.
+    private var noiseTimer: Int?
     /// Frames emitted by the running traffic (for `crcErrorEvery`).
     private var trafficFrameCount = 0
 
@@ -387,6 +389,33 @@ package final class SimulatedRadioFirmware {
         trafficFrameCount = 0
     }
 
+    /// Starts periodic line noise, replacing any running: every `interval`, a
+    /// line of `length` random bytes that always holds a non-printable byte
+    /// (so it is never mistaken for an AT line), then CR LF, in the current
+    /// encoding. A misbehaving UART or a noisy board, between replies.
+    package func startLineNoise(every interval: Duration, length: Int) {
+        stopLineNoise()
+        guard interval > .zero else { return }
+        noiseTimer = schedule(after: interval) { firmware in
+            let encoding = firmware.configuration.encoding
+            var noise = firmware.random.bytes(max(1, length)).map { byte -> UInt8 in
+                // Never a terminator inside the noise: it stays one line.
+                let decoded = FirmwareText.transcode(byte, encoding)
+                return decoded == 0x0A || decoded == 0x0D ? FirmwareText.transcode(0x00, encoding) : byte
+            }
+            noise[0] = FirmwareText.transcode(0x01, encoding)
+            noise += [FirmwareText.transcode(0x0D, encoding), FirmwareText.transcode(0x0A, encoding)]
+            firmware.output(noise)
+            firmware.startLineNoise(every: interval, length: length)
+        }
+    }
+
+    /// Stops periodic line noise; does nothing when none runs.
+    package func stopLineNoise() {
+        cancelTimer(noiseTimer)
+        noiseTimer = nil
+    }
+
     // MARK: Timers
 
     /// Cancels every timer the firmware holds (pending answers, airtime,
@@ -398,6 +427,7 @@ package final class SimulatedRadioFirmware {
         partialLineTimer = nil
         resetTimer = nil
         trafficTimer = nil
+        noiseTimer = nil
         trafficFrameCount = 0
         // With its timers gone, a queued or on-air frame can never finish.
         radio = .idle

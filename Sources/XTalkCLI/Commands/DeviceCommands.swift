@@ -1,0 +1,298 @@
+import Foundation
+import XTalkBleSdk
+import XTalkDeviceAuthSdk
+
+/// A subcommand: its grammar and what it does.
+struct Command: Sendable {
+    let spec: CommandSpec
+    /// Ctrl-C is this command's normal way to end (exit 0), e.g. `listen`.
+    let endsOnInterrupt: Bool
+    let run: @MainActor @Sendable (ParsedArguments, CommandContext, Printer) async throws(CLIError) -> Void
+}
+
+/// Field and text renderings shared by the commands.
+enum Render {
+    static func hex(_ data: Data) -> String {
+        data.map { String(format: "%02X", $0) }.joined()
+    }
+
+    static func device(_ result: XTalkScanResult) -> ([(String, JSONValue)], String) {
+        let fields: [(String, JSONValue)] = [
+            ("id", .string(result.id.uuidString)), ("name", .string(result.name)),
+            ("address", result.address.map(JSONValue.string) ?? .null), ("rssi", .int(result.rssi)),
+        ]
+        let padded = result.name.padding(toLength: max(12, result.name.count), withPad: " ", startingAt: 0)
+        return (fields, "\(padded)  \(result.address ?? "(no address)")  \(result.rssi) dBm")
+    }
+
+    static func meta(_ meta: XTalkDiMeta) -> ([(String, JSONValue)], String) {
+        let all: [(String, Int?)] = [
+            ("cnt", meta.diCnt), ("len", meta.len), ("slot", meta.slot), ("snr", meta.snr), ("rssi", meta.rssi),
+            ("lsnr", meta.localSnr), ("lrssi", meta.localRssi), ("rsnr", meta.remoteSnr), ("rrssi", meta.remoteRssi),
+            ("txp", meta.txp),
+        ]
+        let present = all.compactMap { key, value in value.map { (key, $0) } }
+        return (present.map { ($0.0, JSONValue.int($0.1)) }, present.map { "\($0.0)=\($0.1)" }.joined(separator: " "))
+    }
+
+    static func frame(_ data: Data, _ meta: XTalkDiMeta) -> ([(String, JSONValue)], String) {
+        let (metaFields, metaText) = Self.meta(meta)
+        return ([("bytes", .int(data.count)), ("data", .string(hex(data))), ("meta", .object(metaFields))],
+                "frame  \(data.count) bytes  \(hex(data))  \(metaText)")
+    }
+
+    static func identity(_ result: XTalkDeviceAuthResult) -> ([(String, JSONValue)], String) {
+        let identity = result.identity
+        let fields: [(String, JSONValue)] = [
+            ("did", .string(identity.did)), ("device_id", .string(XTalkDeviceIDCodec.format(identity.deviceID))),
+            ("serial", .string(identity.serial)), ("source", .string(identity.source == .efuseSn ? "efuse" : "sn")),
+            ("encoding", .string(result.encoding.rawValue)), ("challenge", .bool(result.didRequireChallenge)),
+        ]
+        let text = "\(identity.did)  serial \(identity.serial) (\(identity.source == .efuseSn ? "eFuse" : "configured"))  "
+            + "\(result.encoding.rawValue) encoding  \(result.didRequireChallenge ? "challenge verified" : "no challenge")"
+        return (fields, text)
+    }
+}
+
+/// Runs `body` with a connected session and always closes it.
+@MainActor
+func withSession(_ arguments: ParsedArguments, _ context: CommandContext, _ printer: Printer,
+                 _ body: (DeviceSession, XTalkScanResult) async throws(CLIError) -> Void) async throws(CLIError) {
+    let session: DeviceSession
+    do throws(UsageError) {
+        session = try DeviceSession(arguments, context: context, printer: printer)
+    } catch {
+        throw CLIError.usage(error)
+    }
+    defer { session.close() }
+    let device = try await session.connect()
+    try await body(session, device)
+}
+
+enum DeviceCommands {
+    static let scan = Command(
+        spec: CommandSpec(
+            name: "scan", summary: "Scan for xTalk devices and list them with their signal strength.",
+            positionals: [], options: [OptionSpec("timeout", short: "t", value: "SECONDS", help: "How long to scan (default 3).")]
+                + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: true
+    ) { arguments, context, printer throws(CLIError) in
+        let window: Duration
+        let session: DeviceSession
+        do throws(UsageError) {
+            window = .milliseconds(Int((try arguments.double("timeout", in: 0.05...3_600) ?? 3) * 1_000))
+            session = try DeviceSession(arguments, context: context, printer: printer)
+        } catch {
+            throw CLIError.usage(error)
+        }
+        defer { session.close() }
+        var count = 0
+        do throws(CLIError) {
+            _ = try await session.scan(window: window) { result in
+                count += 1
+                let (fields, text) = Render.device(result)
+                printer.record("device", fields, human: text)
+            }
+        } catch where error.code == .interrupted {
+            // Ctrl-C ends a scan normally: the list so far stands.
+        }
+        printer.record("summary", [("devices", .int(count))],
+                       human: count == 1 ? "1 device" : "\(count) devices")
+    }
+
+    static let info = Command(
+        spec: CommandSpec(
+            name: "info", summary: "Read the battery level and the BLE firmware and hardware versions.",
+            positionals: [], options: CommonOptions.device, discussion: nil),
+        endsOnInterrupt: false
+    ) { arguments, context, printer throws(CLIError) in
+        try await withSession(arguments, context, printer) { session, device throws(CLIError) in
+            try await session.waitUntil("Waiting for device information", limit: .seconds(5)) { session.client.deviceControlReady }
+            let client = session.client
+            async let battery = client.fetchBatteryLevel()
+            async let firmware = client.fetchBleFirmwareVersion()
+            async let hardware = client.fetchHardwareVersion()
+            let (level, ble, hw) = await (battery, firmware, hardware)
+            printer.record("info", [
+                ("device", .string(device.name)), ("battery", level.map(JSONValue.int) ?? .null),
+                ("ble_firmware", ble.map(JSONValue.string) ?? .null), ("hardware", hw.map(JSONValue.string) ?? .null),
+            ], human: "\(device.name)\n  battery       \(level.map(String.init) ?? "unavailable")\n"
+                + "  BLE firmware  \(ble ?? "unavailable")\n  hardware      \(hw ?? "unavailable")")
+        }
+    }
+
+    static let auth = Command(
+        spec: CommandSpec(
+            name: "auth", summary: "Authenticate the device and show its verified identity.",
+            positionals: [],
+            options: [OptionSpec("always-challenge", help: "Run the challenge even if the device says none is needed.")]
+                + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: false
+    ) { arguments, context, printer throws(CLIError) in
+        try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
+            let result = try await session.authenticate(policy: arguments.has("always-challenge") ? .always : .whenRequired)
+            let (fields, text) = Render.identity(result)
+            printer.record("identity", fields, human: text)
+        }
+    }
+
+    static let at = Command(
+        spec: CommandSpec(
+            name: "at", summary: "Run AT commands and print their response lines.",
+            positionals: [PositionalSpec(name: "COMMAND", help: "An AT command, e.g. AT+VER? (several run in order).",
+                                         isVariadic: true, isOptional: false)],
+            options: [OptionSpec("timeout", value: "MS", help: "Timeout of each command (default 3000)."),
+                      CommonOptions.encoding] + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: false
+    ) { arguments, context, printer throws(CLIError) in
+        let timeout: Int
+        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 3_000 } catch { throw CLIError.usage(error) }
+        try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
+            try await session.prepareEncoding()
+            for command in arguments.positionals {
+                let lines: [String]
+                do {
+                    lines = try await session.client.runAtCommand(command, timeoutMs: timeout)
+                } catch {
+                    throw CLIError.from(error, doing: command)
+                }
+                printer.record("response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
+                               human: (["> " + command] + lines).joined(separator: "\n"))
+            }
+        }
+    }
+
+    static let send = Command(
+        spec: CommandSpec(
+            name: "send", summary: "Send a radio payload and wait until the radio finished sending it.",
+            positionals: [PositionalSpec(name: "HEX", help: "The payload as hex (1–240 bytes); with --text, the text.",
+                                         isVariadic: false, isOptional: false)],
+            options: [OptionSpec("text", help: "The argument is text, sent as UTF-8 bytes."),
+                      OptionSpec("timeout", value: "MS", help: "Timeout (default 5000)."), CommonOptions.encoding]
+                + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: false
+    ) { arguments, context, printer throws(CLIError) in
+        let argument = arguments.positionals.first ?? ""
+        let payload: Data
+        let timeout: Int
+        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 5_000 } catch { throw CLIError.usage(error) }
+        if arguments.has("text") {
+            payload = Data(argument.utf8)
+        } else {
+            guard let bytes = parseHex(argument) else {
+                throw CLIError(.usage, "invalid value '\(argument)' for <HEX>: expected an even number of hex digits")
+            }
+            payload = bytes
+        }
+        guard (1...240).contains(payload.count) else {
+            throw CLIError(.usage, "invalid payload: \(payload.count) bytes (1–240 bytes allowed)")
+        }
+        try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
+            try await session.prepareEncoding()
+            let start = context.elapsed
+            do {
+                try await session.client.sendRfPayload(payload, timeoutMs: timeout)
+            } catch {
+                throw CLIError.from(error, doing: "Sending")
+            }
+            let took = context.elapsed - start
+            printer.record("sent", [("bytes", .int(payload.count)), ("data", .string(Render.hex(payload))),
+                                    ("ms", .double(milliseconds(took)))],
+                           human: "sent \(payload.count) bytes (\(Render.hex(payload))): +SENDFIN:OK after \(seconds(took))")
+        }
+    }
+
+    static func parseHex(_ text: String) -> Data? {
+        let digits = Array(text.utf8)
+        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
+        var bytes = Data()
+        var index = 0
+        while index < digits.count {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+            index += 2
+        }
+        return bytes
+    }
+
+    static let listen = Command(
+        spec: CommandSpec(
+            name: "listen", summary: "Print received radio frames and CRC errors with their metadata.",
+            positionals: [],
+            options: [OptionSpec("count", short: "n", value: "N", help: "Stop after N frames (default: until Ctrl-C)."),
+                      CommonOptions.encoding] + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: true
+    ) { arguments, context, printer throws(CLIError) in
+        let limit: Int?
+        do throws(UsageError) { limit = try arguments.int("count", in: 1...Int.max) } catch { throw CLIError.usage(error) }
+        try await withSession(arguments, context, printer) { session, device throws(CLIError) in
+            try await session.prepareEncoding()
+            printer.text("listening to \(device.name)…")
+            var frames = 0
+            session.client.onEvent = { event in
+                switch event {
+                case .diPayload(let data, let meta):
+                    frames += 1
+                    let (fields, text) = Render.frame(data, meta)
+                    printer.record("frame", fields, human: text)
+                case .crcError(let meta, let line):
+                    let (fields, text) = Render.meta(meta)
+                    printer.record("crc_error", [("meta", .object(fields)), ("line", .string(line))], human: "CRC error  \(text)")
+                case .connectionStateChanged, .atLine, .sendFinished, .passthroughRaw:
+                    break
+                }
+            }
+            while limit.map({ frames < $0 }) ?? true {
+                if session.client.connectionState != .connected {
+                    throw CLIError(.notReady, "Listening failed: the link was lost")
+                }
+                do { try await context.sleep(for: .milliseconds(10)) } catch { throw CLIError.from(error, doing: "Listening") }
+            }
+        }
+    }
+
+    static let ping = Command(
+        spec: CommandSpec(
+            name: "ping", summary: "Measure AT round trips (AT+PING) and print min/median/p99.",
+            positionals: [],
+            options: [OptionSpec("count", short: "n", value: "N", help: "How many round trips (default 10)."),
+                      CommonOptions.encoding] + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: false
+    ) { arguments, context, printer throws(CLIError) in
+        let count: Int
+        do throws(UsageError) { count = try arguments.int("count", in: 1...100_000) ?? 10 } catch { throw CLIError.usage(error) }
+        try await withSession(arguments, context, printer) { session, device throws(CLIError) in
+            try await session.prepareEncoding()
+            var times: [Duration] = []
+            for sequence in 1...count {
+                let token = "p\(sequence)"
+                let start = context.elapsed
+                let lines: [String]
+                do { lines = try await session.client.runAtCommand("AT+PING=" + token) } catch {
+                    throw CLIError.from(error, doing: "Ping \(sequence)")
+                }
+                guard lines == ["+PING:" + token, "OK"] else {
+                    throw CLIError(.failure, "Ping \(sequence) got an unexpected answer: \(lines.joined(separator: " | "))")
+                }
+                let took = context.elapsed - start
+                times.append(took)
+                printer.record("ping", [("seq", .int(sequence)), ("ms", .double(milliseconds(took)))],
+                               human: "reply from \(device.name): seq=\(sequence) time=\(String(format: "%.1f", milliseconds(took))) ms")
+            }
+            let sorted = times.sorted()
+            let rank = { (p: Double) in sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))] }
+            let (minimum, median, p99) = (sorted[0], rank(0.5), rank(0.99))
+            printer.record("ping_summary", [
+                ("count", .int(count)), ("min_ms", .double(milliseconds(minimum))),
+                ("median_ms", .double(milliseconds(median))), ("p99_ms", .double(milliseconds(p99))),
+            ], human: String(format: "%d round trips: min %.1f ms, median %.1f ms, p99 %.1f ms",
+                             count, milliseconds(minimum), milliseconds(median), milliseconds(p99)))
+        }
+    }
+}

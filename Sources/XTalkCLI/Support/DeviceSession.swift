@@ -1,0 +1,234 @@
+import Foundation
+import XTalkBleSdk
+import XTalkDeviceAuthSdk
+import XTalkSimulator
+
+/// The options every device command shares.
+enum CommonOptions {
+    static let json = OptionSpec("json", help: "Print one JSON object per line (stable field names).")
+    static let verbose = OptionSpec("verbose", short: "v", help: "Show the AT traffic on standard error.")
+    static let name = OptionSpec("name", value: "NAME", help: "Use the device with this advertised name.")
+    static let address = OptionSpec("address", value: "ADDRESS", help: "Use the device with this address (AA:BB:CC:DD:EE:FF).")
+    static let scanTimeout = OptionSpec("scan-timeout", value: "SECONDS",
+                                        help: "How long to look for the device (default 1; the strongest one found is used).")
+    static let encoding = OptionSpec("encoding", value: "auto|plain|xor",
+                                     help: "The AT encoding; auto authenticates to find it (default auto).")
+    static let backend = OptionSpec("backend", value: "simulator|platform",
+                                    help: "simulator (default): the built-in simulated devices; platform: this machine's Bluetooth.")
+    static let firmwareEncoding = OptionSpec("firmware-encoding", value: "plain|xor",
+                                             help: "Simulator: the firmware's encoding (default xor).")
+    static let noChallenge = OptionSpec("no-challenge", help: "Simulator: the firmware does not require the challenge.")
+    static let untrustedKey = OptionSpec("untrusted-key", help: "Simulator: the firmware signs with a key that is not trusted.")
+    static let mtu = OptionSpec("mtu", value: "BYTES", help: "Simulator: the ATT MTU, 23–517 (default 247).")
+    static let latency = OptionSpec("latency", value: "MS", help: "Simulator: the connection interval in ms, 0–500 (default 15).")
+    static let traffic = OptionSpec("traffic", value: "HZ", help: "Simulator: received radio frames per second, 0–200 (default 1).")
+    static let disconnectAfter = OptionSpec("disconnect-after", value: "SECONDS",
+                                            help: "Simulator: the link drops this long after connecting.")
+    static let garbage = OptionSpec("garbage", value: "BYTES",
+                                    help: "Simulator: a line of this many random bytes every 200 ms (line noise).")
+    static let seed = OptionSpec("seed", value: "N", help: "Simulator: the random seed (default 1).")
+
+    /// Output, device selection and the simulator knobs.
+    static let device: [OptionSpec] = [
+        json, verbose, name, address, scanTimeout, backend, firmwareEncoding, noChallenge, untrustedKey, mtu, latency,
+        traffic, disconnectAfter, garbage, seed,
+    ]
+}
+
+/// The simulator knobs of the command line.
+struct SimulatorSettings: Equatable {
+    var firmwareEncoding: XTalkAtEncoding = .xor
+    var challengeRequired = true
+    var untrustedKey = false
+    var mtu = 247
+    var latency: Duration = .milliseconds(15)
+    var trafficHz: Double = 1
+    var disconnectAfter: Duration?
+    var garbage = 0
+    var seed: UInt64 = 1
+
+    init() {}
+
+    /// The command line's settings over `defaults`.
+    init(_ arguments: ParsedArguments, defaults: SimulatorSettings = SimulatorSettings()) throws(UsageError) {
+        self = defaults
+        if let encoding = try arguments.choice("firmware-encoding", from: ["plain", "xor"]) {
+            firmwareEncoding = encoding == "plain" ? .plain : .xor
+        }
+        challengeRequired = !arguments.has("no-challenge")
+        untrustedKey = arguments.has("untrusted-key")
+        mtu = try arguments.int("mtu", in: 23...517) ?? mtu
+        if let ms = try arguments.int("latency", in: 0...500) { latency = .milliseconds(ms) }
+        trafficHz = try arguments.double("traffic", in: 0...200) ?? trafficHz
+        if let after = try arguments.double("disconnect-after", in: 0.01...86_400) { disconnectAfter = .milliseconds(Int(after * 1_000)) }
+        garbage = try arguments.int("garbage", in: 0...4_096) ?? garbage
+        if let seed = try arguments.int("seed", in: 0...Int.max) { self.seed = UInt64(seed) }
+    }
+
+    /// Three devices at different distances; the first is the strongest.
+    func devices() -> [XTalkSimulatedDevice] {
+        [(1, -58, 12345), (2, -71, 12346), (3, -80, 20001)].map { index, rssi, serial in
+            var firmware = XTalkSimulatedFirmware.identity(year: 2026, week: 48, serialNumber: UInt32(serial))
+            firmware.encoding = firmwareEncoding
+            firmware.challengeRequired = challengeRequired
+            firmware.faults.wrongSignature = untrustedKey
+            var link = XTalkSimulatedLink(mtu: mtu, connectionInterval: latency)
+            link.connectDelay = .milliseconds(40)
+            return XTalkSimulatedDevice(
+                name: "xTalk-000\(index)", address: "C0:FF:EE:00:00:0\(index)", rssi: rssi,
+                firmware: firmware, link: link)
+        }
+    }
+}
+
+/// The adapter between the client and the authenticator (the integration guide's).
+@MainActor
+final class ClientAuthTransport: DeviceAuthTransport {
+    let label = "xTalk BLE"
+    private(set) var atEncoding: DeviceAuthAtEncoding
+    private let ble: XTalkBleClient
+
+    init(ble: XTalkBleClient) {
+        self.ble = ble
+        atEncoding = ble.atEncoding == .plain ? .plain : .xor
+    }
+
+    func setAtEncoding(_ encoding: DeviceAuthAtEncoding) {
+        atEncoding = encoding
+        ble.setAtEncoding(encoding == .plain ? .plain : .xor)
+    }
+
+    func runAtCommand(_ command: String, timeoutMs: Int, log: Bool, responseMode: DeviceAuthResponseMode) async throws -> [String] {
+        let mode: XTalkAtResponseMode = responseMode == .automatic ? .automatic : .collectUntilTimeout
+        return try await ble.runAtCommand(command, timeoutMs: timeoutMs, log: log, responseMode: mode)
+    }
+}
+
+/// One device command's connection: the environment (simulator), the
+/// client, device selection, readiness and authentication, and cleanup.
+@MainActor
+final class DeviceSession {
+    let context: CommandContext
+    let printer: Printer
+    let environment: XTalkSimulatedEnvironment?
+    let client: XTalkBleClient
+    let settings: SimulatorSettings
+    private let name: String?
+    private let address: String?
+    private let scanWindow: Duration
+    private let encoding: String
+
+    init(_ arguments: ParsedArguments, context: CommandContext, printer: Printer,
+         defaults: SimulatorSettings = SimulatorSettings()) throws(UsageError) {
+        self.context = context
+        self.printer = printer
+        settings = try SimulatorSettings(arguments, defaults: defaults)
+        name = arguments.value("name")
+        address = arguments.value("address")?.uppercased()
+        scanWindow = .milliseconds(Int((try arguments.double("scan-timeout", in: 0.05...600) ?? 1) * 1_000))
+        encoding = try arguments.choice("encoding", from: ["auto", "plain", "xor"]) ?? "auto"
+        var handler: XTalkLogHandler?
+        if printer.verbose {
+            handler = { _, message in Task { @MainActor in printer.trace(message) } }
+        }
+        let options = XTalkBleClientOptions(logLevel: .debug, logHandler: handler)
+        switch try arguments.choice("backend", from: ["simulator", "platform"]) ?? "simulator" {
+        case "platform":
+            environment = nil
+            client = XTalkBleClient(options: options)
+        default:
+            let environment = context.makeEnvironment(devices: settings.devices(), seed: settings.seed)
+            self.environment = environment
+            client = XTalkBleClient(simulator: environment, options: options)
+            if settings.trafficHz > 0 {
+                let interval = Duration.milliseconds(max(5, Int(1_000 / settings.trafficHz)))
+                for peripheral in environment.peripherals { peripheral.startRadioTraffic(every: interval, payloadSize: 16) }
+            }
+            if settings.garbage > 0 {
+                for peripheral in environment.peripherals { peripheral.startLineNoise(every: .milliseconds(200), bytes: settings.garbage) }
+            }
+        }
+    }
+
+    /// Scans for the window (or until the named device appears) and returns
+    /// the results, strongest first.
+    func scan(window: Duration? = nil, onNewDevice: ((XTalkScanResult) -> Void)? = nil) async throws(CLIError) -> [XTalkScanResult] {
+        client.startScan()
+        let deadline = context.elapsed + (window ?? scanWindow)
+        var seen: Set<UUID> = []
+        while context.elapsed < deadline {
+            if case .failed(let error) = client.connectionState { throw CLIError.from(error, doing: "Scanning") }
+            for result in client.scanResults where !seen.contains(result.id) {
+                seen.insert(result.id)
+                onNewDevice?(result)
+            }
+            if window == nil, client.scanResults.contains(where: matches) { break }
+            do { try await context.sleep(for: .milliseconds(10)) } catch { throw CLIError.from(error, doing: "Scanning") }
+        }
+        let results = client.scanResults
+        client.stopScan()
+        return results.sorted { $0.rssi > $1.rssi }
+    }
+
+    private func matches(_ result: XTalkScanResult) -> Bool {
+        (name == nil || result.name == name) && (address == nil || result.address == address) && (name != nil || address != nil)
+    }
+
+    /// Selects the device (by name, address, or the strongest) and connects
+    /// until the passthrough is ready.
+    func connect() async throws(CLIError) -> XTalkScanResult {
+        let results = try await scan()
+        let selected: XTalkScanResult?
+        if name != nil || address != nil {
+            selected = results.first(where: matches)
+        } else {
+            selected = results.first
+        }
+        guard let device = selected else {
+            let what = name.map { "named '\($0)'" } ?? address.map { "with address \($0)" } ?? "at all"
+            throw CLIError(.notFound, "no xTalk device \(what) was found within \(seconds(scanWindow))")
+        }
+        client.connect(id: device.id)
+        try await waitUntil("Connecting to \(device.name)") { [client] in client.atReady }
+        if let after = settings.disconnectAfter, let peripheral = environment?.peripheral(id: device.id) {
+            peripheral.disconnect(after: after)
+        }
+        return device
+    }
+
+    /// Waits on the context's clock until `condition` holds or the connection fails.
+    func waitUntil(_ what: String, limit: Duration = .seconds(15), _ condition: () -> Bool) async throws(CLIError) {
+        let deadline = context.elapsed + limit
+        while !condition() {
+            if case .failed(let error) = client.connectionState { throw CLIError.from(error, doing: what) }
+            if client.connectionState == .disconnected { throw CLIError(.notReady, "\(what) failed: the link was lost") }
+            guard context.elapsed < deadline else { throw CLIError(.timeout, "\(what) timed out") }
+            do { try await context.sleep(for: .milliseconds(5)) } catch { throw CLIError.from(error, doing: what) }
+        }
+    }
+
+    /// Authenticates the device; also how the AT encoding is found.
+    func authenticate(policy: XTalkChallengePolicy = .whenRequired) async throws(CLIError) -> XTalkDeviceAuthResult {
+        let authenticator = XTalkDeviceAuthenticator(transport: ClientAuthTransport(ble: client))
+        do {
+            return try await authenticator.authenticate(configuration: XTalkDeviceAuthConfiguration(challengePolicy: policy))
+        } catch {
+            throw CLIError.from(error, doing: "Authentication")
+        }
+    }
+
+    /// Sets the AT encoding: as given, or found by authenticating.
+    func prepareEncoding() async throws(CLIError) {
+        switch encoding {
+        case "plain": client.setAtEncoding(.plain)
+        case "xor": client.setAtEncoding(.xor)
+        default: _ = try await authenticate()
+        }
+    }
+
+    /// Ends everything: the link, the client and the simulator's timers.
+    func close() {
+        client.teardown()
+        environment?.shutDown()
+    }
+}

@@ -1,0 +1,243 @@
+import Foundation
+import Testing
+@testable import XTalkCLI
+
+@Suite("xtalk commands, in-process on the simulator in virtual time")
+@MainActor
+struct CommandTests {
+    @Test("xtalk --help lists every command and the exit codes")
+    func topLevelHelp() async {
+        for arguments in [[], ["--help"], ["-h"], ["help"]] {
+            let result = await xtalk(arguments)
+            #expect(result.code == 0)
+            for command in ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell"] {
+                #expect(result.stdout.contains("  " + command), "\(command) is listed")
+            }
+            #expect(result.stdout.contains("EXIT CODES:"))
+            for code in ["0 ", "2 ", "3 ", "4 ", "5 ", "6 ", "130"] { #expect(result.stdout.contains("  " + code)) }
+        }
+    }
+
+    @Test("every command has its own --help", arguments: ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell"])
+    func commandHelp(_ command: String) async {
+        let result = await xtalk([command, "--help"])
+        #expect(result.code == 0)
+        #expect(result.stdout.contains("USAGE: xtalk \(command)"))
+        #expect(result.stdout.contains("--json"))
+        #expect(result.stdout.contains("--firmware-encoding"))
+        #expect(await xtalk(["help", command]).stdout == result.stdout)
+    }
+
+    @Test("usage errors exit 2 and name the problem", arguments: [
+        (["frobnicate"], "unknown command 'frobnicate'"),
+        (["scan", "--bogus"], "unknown option --bogus"),
+        (["scan", "--timeout"], "--timeout"),
+        (["scan", "--timeout", "soon"], "--timeout"),
+        (["auth", "--mtu", "9"], "--mtu"),
+        (["auth", "--firmware-encoding", "rot13"], "--firmware-encoding"),
+        (["at"], "COMMAND"),
+        (["send"], "HEX"),
+        (["send", "ABC"], "<HEX>"),
+        (["send", "zz"], "<HEX>"),
+        (["send", String(repeating: "00", count: 241)], "241 bytes"),
+        (["ping", "--count", "0"], "--count"),
+        (["at", "AT", "--encoding", "ebcdic"], "--encoding"),
+        (["scan", "--json=yes"], "--json"),
+    ])
+    func usageErrors(_ arguments: [String], _ fragment: String) async {
+        let result = await xtalk(arguments)
+        #expect(result.code == 2, "\(arguments)")
+        #expect(result.stderr.contains(fragment), "\(result.stderr)")
+        #expect(result.err.count == 1, "one sentence")
+    }
+
+    @Test("scan lists the simulated devices, human and JSON")
+    func scan() async {
+        let human = await xtalk(["scan", "--timeout", "1"])
+        #expect(human.code == 0)
+        #expect(human.out.contains { $0.hasPrefix("xTalk-0001") && $0.contains("C0:FF:EE:00:00:01") && $0.hasSuffix("dBm") })
+        #expect(human.out.last == "3 devices")
+        #expect(human.elapsed >= .seconds(1))
+        let json = await xtalk(["scan", "--timeout", "1", "--json"])
+        let devices = json.records(ofType: "device")
+        #expect(devices.count == 3)
+        #expect(Set(devices.compactMap { $0["name"] as? String }) == ["xTalk-0001", "xTalk-0002", "xTalk-0003"])
+        #expect(devices.allSatisfy { $0["rssi"] is Int && $0["address"] is String && $0["id"] is String })
+        #expect(json.records(ofType: "summary").first?["devices"] as? Int == 3)
+        #expect(json.out.first?.hasPrefix("{\"type\":\"device\",\"id\":") == true, "stable field order")
+    }
+
+    @Test("scan ended by Ctrl-C is a normal end")
+    func scanInterrupted() async {
+        let result = await xtalk(["scan", "--timeout", "60"], cancelAfter: .seconds(1))
+        #expect(result.code == 0)
+        #expect(result.out.last == "3 devices")
+    }
+
+    @Test("info reads battery and versions")
+    func info() async {
+        let human = await xtalk(["info"])
+        #expect(human.code == 0)
+        #expect(human.stdout.contains("battery       87"))
+        #expect(human.stdout.contains("BLE firmware  1.4.2"))
+        #expect(human.stdout.contains("hardware      XT-R2"))
+        let json = await xtalk(["info", "--json", "--name", "xTalk-0002"])
+        let record = json.records(ofType: "info").first
+        #expect(record?["device"] as? String == "xTalk-0002")
+        #expect(record?["battery"] as? Int == 87)
+        #expect(record?["ble_firmware"] as? String == "1.4.2")
+    }
+
+    @Test("auth shows the verified identity; encodings and policies")
+    func auth() async {
+        let human = await xtalk(["auth"])
+        #expect(human.code == 0)
+        #expect(human.stdout.contains("did:xtalk:B5803039"))
+        #expect(human.stdout.contains("challenge verified"))
+        let json = await xtalk(["auth", "--json", "--firmware-encoding", "plain", "--no-challenge", "--address", "C0:FF:EE:00:00:03"])
+        let identity = json.records(ofType: "identity").first
+        #expect(identity?["encoding"] as? String == "plain")
+        #expect(identity?["challenge"] as? Bool == false)
+        #expect(identity?["serial"] as? String == "XT2648020001")
+        #expect(identity?["source"] as? String == "efuse")
+        let always = await xtalk(["auth", "--json", "--no-challenge", "--always-challenge"])
+        #expect(always.records(ofType: "identity").first?["challenge"] as? Bool == true)
+    }
+
+    @Test("an untrusted key fails authentication with exit 6 and names the error")
+    func authFailure() async {
+        let result = await xtalk(["auth", "--untrusted-key"])
+        #expect(result.code == 6)
+        #expect(result.stderr.contains("XTalkDeviceAuthError.signatureVerificationFailed"))
+    }
+
+    @Test("at runs commands in order and prints their lines")
+    func at() async {
+        let human = await xtalk(["at", "AT+VER?", "AT+FREQ=1", "AT+PING=hi"])
+        #expect(human.code == 0)
+        #expect(human.out == ["> AT+VER?\n+VER:2.1.0\nOK", "> AT+FREQ=1\nERROR", "> AT+PING=hi\n+PING:hi\nOK"])
+        let json = await xtalk(["at", "AT+VER?", "--json", "--encoding", "xor"])
+        #expect(json.out == ["{\"type\":\"response\",\"command\":\"AT+VER?\",\"lines\":[\"+VER:2.1.0\",\"OK\"]}"])
+    }
+
+    @Test("a device that does not answer gives exit 5")
+    func timeout() async {
+        let result = await xtalk(["at", "AT+VER?", "--encoding", "xor", "--firmware-encoding", "plain", "--timeout", "500"])
+        #expect(result.code == 5)
+        #expect(result.stderr.contains("XTalkBleError.timeout"))
+    }
+
+    @Test("bad AT text is rejected by the SDK with its reason")
+    func badAtText() async {
+        let result = await xtalk(["at", "AT\rX"])
+        #expect(result.code == 1)
+        #expect(result.stderr.contains("CR at byte 2"))
+    }
+
+    @Test("send hex and text, waiting for +SENDFIN")
+    func send() async {
+        let hex = await xtalk(["send", "48656c6c6f"])
+        #expect(hex.code == 0)
+        #expect(hex.stdout.hasPrefix("sent 5 bytes (48656C6C6F): +SENDFIN:OK after "))
+        let text = await xtalk(["send", "--text", "hi", "--json"])
+        let sent = text.records(ofType: "sent").first
+        #expect(sent?["bytes"] as? Int == 2)
+        #expect(sent?["data"] as? String == "6869")
+        #expect((sent?["ms"] as? Double ?? 0) > 0)
+    }
+
+    @Test("listen prints frames with metadata until --count")
+    func listen() async {
+        let human = await xtalk(["listen", "--count", "3", "--traffic", "10"])
+        #expect(human.code == 0)
+        let frames = human.out.filter { $0.hasPrefix("frame  16 bytes") }
+        #expect(frames.count == 3)
+        #expect(frames.allSatisfy { $0.contains("cnt=") && $0.contains("rssi=") && $0.contains("snr=") })
+        let json = await xtalk(["listen", "-n", "2", "--json"])
+        let records = json.records(ofType: "frame")
+        #expect(records.count == 2)
+        #expect((records.first?["meta"] as? [String: Any])?["cnt"] as? Int != nil)
+    }
+
+    @Test("listen ends normally with Ctrl-C; a link loss is exit 4")
+    func listenEnds() async {
+        let interrupted = await xtalk(["listen"], cancelAfter: .seconds(3))
+        #expect(interrupted.code == 0)
+        #expect(!interrupted.out.filter { $0.hasPrefix("frame") }.isEmpty)
+        let lost = await xtalk(["listen", "--disconnect-after", "1"])
+        #expect(lost.code == 4)
+        #expect(lost.stderr.contains("link was lost"))
+    }
+
+    @Test("ping measures round trips and prints min/median/p99")
+    func ping() async {
+        let human = await xtalk(["ping", "--count", "5", "--latency", "30"])
+        #expect(human.code == 0)
+        #expect(human.out.filter { $0.hasPrefix("reply from xTalk-0001: seq=") }.count == 5)
+        #expect(human.out.last?.hasPrefix("5 round trips: min ") == true)
+        let json = await xtalk(["ping", "-n", "4", "--json"])
+        let summary = json.records(ofType: "ping_summary").first
+        #expect(summary?["count"] as? Int == 4)
+        let minimum = summary?["min_ms"] as? Double ?? 0
+        let median = summary?["median_ms"] as? Double ?? 0
+        let p99 = summary?["p99_ms"] as? Double ?? 0
+        #expect(minimum > 0 && minimum <= median && median <= p99)
+    }
+
+    @Test("shell sends lines as commands, with history")
+    func shell() async {
+        let result = await xtalk(["shell", "--traffic", "0"],
+                                 input: ["AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":history", ":quit", "AT+NEVER"])
+        #expect(result.code == 0)
+        #expect(result.out.contains("+VER:2.1.0\nOK"))
+        #expect(result.out.filter { $0 == "+PING:one\nOK" }.count == 2)
+        #expect(result.out.filter { $0 == "+VER:2.1.0\nOK" }.count == 2)
+        #expect(result.out.contains("no command 9"))
+        #expect(result.out.contains("4  AT+VER?"))
+        #expect(!result.stdout.contains("NEVER"))
+        let json = await xtalk(["shell", "--json"], input: ["AT"])
+        #expect(json.records(ofType: "response").first?["lines"] as? [String] == ["OK"])
+    }
+
+    @Test("shell prints URCs as they arrive")
+    func shellURCs() async {
+        let result = await xtalk(["shell", "--traffic", "20"], input: ["AT+SEND=00", "AT+PING=a", "AT+PING=b", "AT+PING=c"])
+        #expect(result.out.contains { $0.hasPrefix("[urc] frame") })
+        #expect(result.out.contains("[urc] +SENDFIN:OK"))
+    }
+
+    @Test("device selection: not found is exit 3; the platform backend on Linux is exit 4")
+    func selection() async {
+        let missing = await xtalk(["auth", "--name", "xTalk-9999"])
+        #expect(missing.code == 3)
+        #expect(missing.stderr.contains("no xTalk device named 'xTalk-9999'"))
+        #if os(Linux)
+        let platform = await xtalk(["scan", "--backend", "platform"])
+        #expect(platform.code == 4)
+        #expect(platform.stderr.contains("XTalkBleError.bluetoothUnavailable"))
+        #endif
+    }
+
+    @Test("--verbose shows AT traffic on stderr, never the challenge")
+    func verbose() async {
+        let result = await xtalk(["at", "AT+VER?", "--verbose"])
+        #expect(result.code == 0)
+        #expect(result.stderr.contains("AT+ID?"))
+        #expect(result.stderr.contains("+VER:2.1.0"))
+        #expect(!result.stderr.contains("CHAL"))
+        #expect(!result.stdout.contains("·"), "diagnostics stay off stdout")
+    }
+
+    @Test("simulator knobs: MTU, latency and line noise; the SDK works through the noise")
+    func knobs() async {
+        let result = await xtalk(["ping", "-n", "20", "--mtu", "23", "--latency", "50", "--garbage", "12", "--seed", "3",
+                                  "--verbose"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.out.last?.hasPrefix("20 round trips") == true)
+        let slow = await xtalk(["ping", "-n", "3", "--latency", "100", "--json"])
+        let fast = await xtalk(["ping", "-n", "3", "--latency", "10", "--json"])
+        let slowMedian = slow.records(ofType: "ping_summary").first?["median_ms"] as? Double ?? 0
+        let fastMedian = fast.records(ofType: "ping_summary").first?["median_ms"] as? Double ?? 0
+        #expect(slowMedian > fastMedian * 3, "latency shapes round trips: \(slowMedian) vs \(fastMedian)")
+    }
+}
