@@ -169,6 +169,14 @@ struct CommandTests {
         #expect(lost.stderr.contains("link was lost"))
     }
 
+    @Test("Ctrl-C in a command that does not end that way is exit 130, after a clean disconnect")
+    func interrupted() async {
+        let result = await xtalk(["ping", "-n", "100000"], cancelAfter: .seconds(3))
+        #expect(result.code == 130)
+        #expect(result.stderr.contains("interrupted") || result.stderr.contains("cancelled"))
+        #expect(result.out.contains { $0.hasPrefix("reply from") })
+    }
+
     @Test("ping measures round trips and prints min/median/p99")
     func ping() async {
         let human = await xtalk(["ping", "--count", "5", "--latency", "30"])
