@@ -4,8 +4,10 @@
 //
 // Module graph (arrow = imports), with no cycle:
 //   XTalkSupport         what both SDKs share: observable state, transport error classes
-//   XTalkBleSdk        → XTalkSupport (re-exported): client, sans-I/O core, backend seam
-//   XTalkCrypto          Ed25519 + CSPRNG seam (CryptoKit / system libcrypto)
+//   XTalkBleSdk        → XTalkSupport (re-exported): client, sans-I/O core, backend seam,
+//                        the CoreBluetooth backend (against a stand-in on Linux)
+//   XTalkLibCrypto       the system libcrypto's Ed25519, loaded at run time (Linux)
+//   XTalkCrypto        → XTalkLibCrypto (Linux): Ed25519 + CSPRNG seam (CryptoKit / libcrypto)
 //   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
 //   XTalkCLI           → the SDKs and the simulator: the tool's commands, testable in-process
@@ -13,8 +15,34 @@
 //
 // No dependency outside the Swift toolchain. On Linux, libcrypto.so.3 is
 // loaded at run time (dlopen), so no -dev package and no linker flags are needed.
+//
+// Apple code on Linux. The CoreBluetooth backend compiles on every Linux build
+// against StandIns/CoreBluetooth (the same Swift-visible API, driven by the
+// simulator in tests). With XTALK_APPLE_STANDINS=1 in the environment (a CI
+// step), the Apple-only lines (Combine, CryptoKit, Security, os) compile too,
+// against stand-ins of those frameworks, and the CoreBluetooth stand-in takes
+// the name CoreBluetooth, so that `canImport` selects the Apple code paths.
 
+import Foundation
 import PackageDescription
+
+let appleStandIns = ProcessInfo.processInfo.environment["XTALK_APPLE_STANDINS"] == "1"
+let onLinux = TargetDependencyCondition.when(platforms: [.linux])
+
+/// The CoreBluetooth stand-in's module name.
+let coreBluetoothStandIn = appleStandIns ? "CoreBluetooth" : "XTalkCoreBluetoothStandIn"
+
+/// Stand-ins of Apple frameworks, only in the Apple stand-in build.
+let appleFrameworkStandIns: [Target] = appleStandIns ? [
+    .target(name: "Combine", path: "StandIns/Combine"),
+    .target(name: "CryptoKit", dependencies: ["XTalkLibCrypto"], path: "StandIns/CryptoKit"),
+    .target(name: "Security", path: "StandIns/Security"),
+    .target(name: "os", path: "StandIns/os"),
+] : []
+
+func standIns(_ names: String...) -> [Target.Dependency] {
+    appleStandIns ? names.map { .target(name: $0, condition: onLinux) } : []
+}
 
 let package = Package(
     name: "xtalk-swift-sdk",
@@ -26,25 +54,40 @@ let package = Package(
         .executable(name: "xtalk", targets: ["xtalk"]),
     ],
     targets: [
-        .target(name: "XTalkSupport"),
-        .target(name: "XTalkBleSdk", dependencies: ["XTalkSupport"]),
-        .target(name: "XTalkCrypto"),
-        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"]),
-        .target(name: "XTalkSimulator", dependencies: ["XTalkBleSdk", "XTalkCrypto"]),
+        .target(name: "XTalkSupport", dependencies: standIns("Combine")),
+        .target(name: coreBluetoothStandIn, path: "StandIns/CoreBluetooth"),
+        .target(
+            name: "XTalkBleSdk",
+            dependencies: ["XTalkSupport", .target(name: coreBluetoothStandIn, condition: onLinux)]
+                + standIns("Combine", "os")
+        ),
+        .target(name: "XTalkLibCrypto"),
+        .target(
+            name: "XTalkCrypto",
+            dependencies: [.target(name: "XTalkLibCrypto", condition: onLinux)] + standIns("CryptoKit", "Security")
+        ),
+        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"] + standIns("Combine")),
+        .target(
+            name: "XTalkSimulator",
+            dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
+        ),
         .target(
             name: "XTalkCLI",
             dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
-        .testTarget(name: "XTalkBleClientTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(
+            name: "XTalkBleClientTests",
+            dependencies: ["XTalkBleSdk", "XTalkSimulator", .target(name: coreBluetoothStandIn, condition: onLinux)]
+        ),
         .testTarget(name: "XTalkCLITests", dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator"]),
-        .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto"]),
+        .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),
         .testTarget(
             name: "XTalkDeviceAuthSdkTests",
             dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto"]
         ),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
-    ],
+    ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]
 )

@@ -1,7 +1,10 @@
 import Foundation
 import XTalkCrypto
 
-#if !canImport(Combine)
+// `ObservableObject` is Combine's where Combine exists, XTalkSupport's marker elsewhere.
+#if canImport(Combine)
+import Combine
+#else
 import Observation
 #endif
 

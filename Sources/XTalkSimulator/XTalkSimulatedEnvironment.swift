@@ -46,6 +46,10 @@ public final class XTalkSimulatedEnvironment {
     private(set) var isShutDown = false
     /// When set, the platform reports scans as failed with this reason.
     public var scanFailure: String?
+    #if os(Linux)
+    /// The CoreBluetooth stand-in's radio, while a client uses it.
+    package var coreBluetoothRadio: SimulatedCoreBluetoothRadio?
+    #endif
 
     private var scanning = false
     private var scanFilter: [BleUUID] = []
@@ -125,6 +129,9 @@ public final class XTalkSimulatedEnvironment {
         stopScanning()
         for peripheral in peripherals { peripheral.shutDown() }
         central.cancelInFlight()
+        #if os(Linux)
+        coreBluetoothRadio?.shutDown()
+        #endif
         isShutDown = true
     }
 

@@ -22,8 +22,20 @@ final class ClientHarness {
         let box = logBox
         options.logLevel = .debug
         options.logHandler = { level, message in box.append(level, message) }
-        client = XTalkBleClient(simulator: environment, options: options)
+        client = Self.makeClient(environment, options)
         client.onEvent = { [weak self] event in self?.events.append(event) }
+    }
+
+    /// The backend the suite runs through: the simulated central by default;
+    /// with `XTALK_BACKEND=corebluetooth`, the CoreBluetooth backend over the
+    /// stand-in, driven by the same simulator (Linux).
+    nonisolated static let backendName = ProcessInfo.processInfo.environment["XTALK_BACKEND"] ?? "simulator"
+
+    static func makeClient(_ environment: XTalkSimulatedEnvironment, _ options: XTalkBleClientOptions) -> XTalkBleClient {
+        #if os(Linux)
+        if backendName == "corebluetooth" { return XTalkBleClient(coreBluetoothSimulator: environment, options: options) }
+        #endif
+        return XTalkBleClient(simulator: environment, options: options)
     }
 
     /// A healthy device on a realistic but quick link.

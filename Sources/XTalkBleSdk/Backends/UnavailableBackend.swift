@@ -39,7 +39,12 @@ package enum PlatformBackend {
 
     static func make() -> any BleBackend {
         if let override { return override() }
-        // CoreBluetooth (Apple) and BlueZ (Linux) backends plug in here.
-        return UnavailableBackend(scheduler: ClockTimerScheduler(clock: ContinuousClock()))
+        let scheduler = ClockTimerScheduler(clock: ContinuousClock())
+        #if os(Linux)
+        // The BlueZ backend plugs in here (shared/reference/bluez-dbus-notes.md).
+        return UnavailableBackend(scheduler: scheduler)
+        #else
+        return CoreBluetoothBackend(scheduler: scheduler)
+        #endif
     }
 }

@@ -309,9 +309,14 @@ public final class XTalkBleClient: NSObject {
 
     // MARK: Logging
 
+    /// Sends a record at or above `options.logLevel` to the `logHandler`, or without one to the system log.
     func log(_ level: XTalkLogLevel, _ message: @autoclosure () -> String) {
-        guard level >= options.logLevel, let handler = options.logHandler else { return }
-        handler(level, message())
+        guard level >= options.logLevel else { return }
+        if let handler = options.logHandler {
+            handler(level, message())
+        } else {
+            SystemLog.write(level, message())
+        }
     }
 }
 

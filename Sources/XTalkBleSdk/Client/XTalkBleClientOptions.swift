@@ -26,7 +26,8 @@ public struct XTalkBleClientOptions: Sendable {
     public var eventBufferLimit: Int
     /// Records below this level are not produced.
     public var logLevel: XTalkLogLevel
-    /// Where log records go; nil logs nothing.
+    /// Where log records go; nil: the system log on Apple platforms (`os.Logger`, subsystem
+    /// "com.xtalk.sdk", category "ble"), nowhere elsewhere.
     public var logHandler: XTalkLogHandler?
 
     public init(

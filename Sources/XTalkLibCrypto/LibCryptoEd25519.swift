@@ -1,24 +1,35 @@
-#if !canImport(CryptoKit)
+// Ed25519 through OpenSSL 3's EVP API in the system libcrypto, loaded at run
+// time with dlopen so that no -dev package and no linker flag is needed. Its
+// own module so that both XTalkCrypto (on Linux) and the CryptoKit stand-in
+// (in the Apple stand-in build) sign and verify with the same real Ed25519.
+// Linux only: Apple platforms use CryptoKit.
+
+#if canImport(Glibc)
 import Glibc
 
-/// The Linux backend: Ed25519 through OpenSSL 3's EVP API in the system libcrypto.
-/// Callers have already checked every length; every EVP object is freed on every path.
-enum Ed25519Backend {
+/// Ed25519 (RFC 8032) on raw bytes: 32-byte seeds and public keys, 64-byte signatures.
+/// Callers check every length first; every EVP object is freed on every path.
+package enum LibCryptoEd25519 {
+    /// Bytes in a private-key seed and in a public key.
+    package static let keyLength = 32
+    /// Bytes in a signature (R ‖ S).
+    package static let signatureLength = 64
+
     /// Derives the 32-byte public key of a 32-byte seed.
-    static func publicKey(fromSeed seed: [UInt8]) throws(XTalkCryptoError) -> [UInt8] {
+    package static func publicKey(fromSeed seed: [UInt8]) throws(LibCryptoError) -> [UInt8] {
         let lib = try LibCrypto.shared.get()
         let pkey = try lib.newKey(seed, with: lib.newRawPrivateKey, named: "EVP_PKEY_new_raw_private_key")
         defer { lib.pkeyFree(pkey) }
-        var publicKey = [UInt8](repeating: 0, count: Ed25519Size.key)
+        var publicKey = [UInt8](repeating: 0, count: keyLength)
         var length = publicKey.count
-        guard lib.getRawPublicKey(pkey, &publicKey, &length) == 1, length == Ed25519Size.key else {
+        guard lib.getRawPublicKey(pkey, &publicKey, &length) == 1, length == keyLength else {
             throw .operationFailed("EVP_PKEY_get_raw_public_key")
         }
         return publicKey
     }
 
     /// Signs `message` with the key of a 32-byte seed; deterministic, as RFC 8032 specifies.
-    static func signature(for message: [UInt8], seed: [UInt8]) throws(XTalkCryptoError) -> [UInt8] {
+    package static func signature(for message: [UInt8], seed: [UInt8]) throws(LibCryptoError) -> [UInt8] {
         let lib = try LibCrypto.shared.get()
         let pkey = try lib.newKey(seed, with: lib.newRawPrivateKey, named: "EVP_PKEY_new_raw_private_key")
         defer { lib.pkeyFree(pkey) }
@@ -28,18 +39,19 @@ enum Ed25519Backend {
         guard lib.digestSignInit(context, nil, nil, nil, pkey) == 1 else {
             throw .operationFailed("EVP_DigestSignInit")
         }
-        var signature = [UInt8](repeating: 0, count: Ed25519Size.signature)
+        var signature = [UInt8](repeating: 0, count: signatureLength)
         var length = signature.count
         guard lib.digestSign(context, &signature, &length, message, message.count) == 1,
-              length == Ed25519Size.signature
+              length == signatureLength
         else { throw .operationFailed("EVP_DigestSign") }
         return signature
     }
 
     /// Verifies a 64-byte signature of `message` under a 32-byte public key.
-    static func isValidSignature(
+    /// Returns false for a bad signature; throws only when libcrypto is unavailable or reports an error.
+    package static func isValidSignature(
         _ signature: [UInt8], for message: [UInt8], publicKey: [UInt8]
-    ) throws(XTalkCryptoError) -> Bool {
+    ) throws(LibCryptoError) -> Bool {
         let lib = try LibCrypto.shared.get()
         let pkey = try lib.newKey(publicKey, with: lib.newRawPublicKey, named: "EVP_PKEY_new_raw_public_key")
         defer { lib.pkeyFree(pkey) }
@@ -59,13 +71,13 @@ enum Ed25519Backend {
 
 /// The libcrypto entry points this module uses, resolved once with `dlopen`/`dlsym`.
 /// Immutable and made only of C function pointers, so it is safely shared across threads.
-struct LibCrypto: Sendable {
+package struct LibCrypto: Sendable {
     /// Library names tried in order; only OpenSSL 3 has the EVP raw-key API with this ABI.
-    static let libraryNames = ["libcrypto.so.3"]
+    package static let libraryNames = ["libcrypto.so.3"]
 
     /// The process-wide libcrypto or why it is unavailable, loaded on first use.
     /// A `static let` is initialized exactly once, thread-safely, so no lock is needed.
-    static let shared: Result<LibCrypto, XTalkCryptoError> = Result { () throws(XTalkCryptoError) in
+    package static let shared: Result<LibCrypto, LibCryptoError> = Result { () throws(LibCryptoError) in
         try load(from: libraryNames)
     }
 
@@ -108,7 +120,7 @@ struct LibCrypto: Sendable {
 
     /// Opens the first loadable library in `names` and resolves every symbol.
     /// Throws `.libraryUnavailable` naming the libraries tried, or the library and the first missing symbol.
-    static func load(from names: [String]) throws(XTalkCryptoError) -> LibCrypto {
+    package static func load(from names: [String]) throws(LibCryptoError) -> LibCrypto {
         var reasons: [String] = []
         for name in names {
             // RTLD_LOCAL keeps OpenSSL's symbols out of the global namespace, away from any other copy.
@@ -117,7 +129,7 @@ struct LibCrypto: Sendable {
                 continue
             }
             // On success the handle stays open for the life of the process: the function pointers point into it.
-            do throws(XTalkCryptoError) {
+            do throws(LibCryptoError) {
                 return try LibCrypto(handle: handle, name: name)
             } catch {
                 dlclose(handle)
@@ -128,8 +140,8 @@ struct LibCrypto: Sendable {
     }
 
     /// Resolves every entry point in an opened library, failing on the first missing symbol.
-    private init(handle: UnsafeMutableRawPointer, name: String) throws(XTalkCryptoError) {
-        func symbol<Function>(_ symbol: String) throws(XTalkCryptoError) -> Function {
+    private init(handle: UnsafeMutableRawPointer, name: String) throws(LibCryptoError) {
+        func symbol<Function>(_ symbol: String) throws(LibCryptoError) -> Function {
             guard let address = dlsym(handle, symbol) else {
                 throw .libraryUnavailable("\(name) has no symbol \(symbol)")
             }
@@ -148,13 +160,13 @@ struct LibCrypto: Sendable {
     }
 
     /// Creates an Ed25519 `EVP_PKEY` from raw bytes with `make`, named `call` in errors; the caller must `pkeyFree` it.
-    func newKey(_ bytes: [UInt8], with make: NewRawKey, named call: String) throws(XTalkCryptoError) -> OpaquePointer {
+    func newKey(_ bytes: [UInt8], with make: NewRawKey, named call: String) throws(LibCryptoError) -> OpaquePointer {
         guard let pkey = make(Self.ed25519, nil, bytes, bytes.count) else { throw .operationFailed(call) }
         return pkey
     }
 
     /// Creates a digest context; the caller must `mdCtxFree` it.
-    func context() throws(XTalkCryptoError) -> OpaquePointer {
+    func context() throws(LibCryptoError) -> OpaquePointer {
         guard let context = mdCtxNew() else { throw .operationFailed("EVP_MD_CTX_new") }
         return context
     }
