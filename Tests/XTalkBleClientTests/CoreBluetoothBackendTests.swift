@@ -154,6 +154,52 @@ struct CoreBluetoothBackendTests {
         await probe.finish()
     }
 
+    enum SetupStep: String, CaseIterable, Sendable {
+        case services, characteristics, notification
+    }
+
+    @Test("an error on any setup callback fails the connection, naming the step", arguments: SetupStep.allCases)
+    func errorOnEachSetupStep(_ step: SetupStep) async {
+        var device = ClientHarness.fastDevice()
+        device.link.connectionInterval = .milliseconds(30)  // room to answer before the device does
+        let probe = CoreBluetoothProbe(device: device)
+        probe.client.startScan()
+        for _ in 0..<100 where probe.client.scanResults.isEmpty { await probe.advance(.milliseconds(10)) }
+        guard let first = probe.client.scanResults.first else { return }
+        probe.client.connect(id: first.id)
+        let error = CBATTError(.insufficientAuthentication, userInfo: [NSLocalizedDescriptionKey: "Authentication is insufficient."])
+        switch step {
+        case .services:
+            while probe.client.connectionState != .connected { await probe.advance(.milliseconds(1)) }
+            await probe.inject { _, _, peripheral in peripheral.delegate?.peripheral(peripheral, didDiscoverServices: error) }
+        case .characteristics:
+            while probe.peripheral?.services == nil { await probe.advance(.milliseconds(1)) }
+            await probe.inject { _, _, peripheral in
+                guard let service = peripheral.services?.first(where: { $0.uuid == CBUUID(string: "6E58A100-3C1F-4B7D-9F3A-5854414C4B00") })
+                else { return }
+                peripheral.delegate?.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
+            }
+        case .notification:
+            while probe.rx == nil { await probe.advance(.milliseconds(1)) }
+            let rx = probe.rx
+            await probe.inject { _, _, peripheral in
+                guard let rx else { return }
+                peripheral.delegate?.peripheral(peripheral, didUpdateNotificationStateFor: rx, error: error)
+            }
+        }
+        let expected: [SetupStep: String] = [
+            .services: "service discovery failed: Authentication is insufficient.",
+            .characteristics: "characteristic discovery failed: Authentication is insufficient.",
+            .notification: "the notification subscription was refused: Authentication is insufficient.",
+        ]
+        #expect(probe.client.connectionState == .failed(.connectionFailed(expected[step] ?? "")))
+        #expect(!probe.client.atReady)
+        await probe.advance(.seconds(1))
+        #expect(!probe.simulated.isConnected, "the link was cancelled")
+        #expect(!probe.client.atReady, "the device's own late answers change nothing")
+        await probe.finish()
+    }
+
     @Test("an error on a write acknowledgement fails the command; the client recovers")
     func writeError() async throws {
         var device = ClientHarness.fastDevice()
