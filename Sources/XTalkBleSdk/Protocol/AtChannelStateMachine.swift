@@ -24,7 +24,7 @@ enum ChannelEvent: Equatable, Sendable {
     /// Every decoded printable line; `sensitive` when it belongs to a command
     /// sent with `log: false` (it must stay out of logs, not out of events).
     case line(String, sensitive: Bool)
-    case radioFrame(Data, XTalkDiMeta)
+    indirect case radioFrame(Data, XTalkDiMeta)
     case crcError(XTalkDiMeta, String)
     /// A `+SENDFIN:` line (the event is `.sendFinished`; observers get the line).
     case sendFinished(String)
@@ -293,9 +293,11 @@ struct AtChannelStateMachine {
     /// Bytes received on the passthrough (RX notifications), in any chunking.
     mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction] {
         if case .closed = state { return [] }  // nothing of an old connection is delivered
-        units.removeAll(keepingCapacity: true)
+        if !units.isEmpty { units.removeAll(keepingCapacity: true) }
         framer.feed(bytes, into: &units)
         var actions: [ChannelAction] = []
+        if units.isEmpty { return actions }
+        actions.reserveCapacity(units.count * 2 + 2)
         for unit in units {
             let stale = staleTail
             staleTail = false
@@ -502,6 +504,10 @@ struct AtChannelStateMachine {
     private mutating func responseLine(_ line: String, finalCode: FinalResultCode?, into actions: inout [ChannelAction]) {
         switch state {
         case .transaction(var transaction):
+            // Release the state's copy first: appending to `lines` while the enum
+            // still shares its storage would copy the whole array for every line.
+            // Every path below stores the transaction back or ends it.
+            state = .idle
             let isEcho = !transaction.responseStarted && line == transaction.text
             transaction.responseStarted = true
             if isEcho {

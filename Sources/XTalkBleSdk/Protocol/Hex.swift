@@ -28,6 +28,34 @@ enum Hex {
         }
     }
 
+    /// Each byte's value as a hex digit, or 0xFF: one table lookup per digit.
+    private static let digitValues: [UInt8] = (0..<256).map { nibble(UInt8($0)) ?? 0xFF }
+
+    /// Decodes hex digits (either case) straight into `Data`; nil for odd
+    /// length or any non-hex character.
+    static func decodeData(_ digits: UnsafeBufferPointer<UInt8>) -> Data? {
+        guard digits.count % 2 == 0 else { return nil }
+        var data = Data(count: digits.count / 2)
+        let valid = digitValues.withUnsafeBufferPointer { table in
+            data.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Bool in
+                var invalid: UInt8 = 0
+                var position = 0
+                var index = 0
+                while index < digits.count {
+                    let high = table[Int(digits[index])]
+                    let low = table[Int(digits[index + 1])]
+                    // 0xFF marks a non-digit; any of them poisons the result (checked once, at the end).
+                    invalid |= (high | low) & 0xF0
+                    out[position] = high << 4 | (low & 0x0F)
+                    position += 1
+                    index += 2
+                }
+                return invalid == 0
+            }
+        }
+        return valid ? data : nil
+    }
+
     /// Decodes hex digits (either case); nil for odd length or any non-hex character.
     static func decode(_ digits: some Collection<UInt8>) -> [UInt8]? {
         guard digits.count % 2 == 0 else { return nil }

@@ -39,8 +39,10 @@ enum FinalResultCode: Equatable, Sendable {
 
 enum LineClassifier {
     static func classify(_ line: String) -> LineClass {
-        var line = line
-        return line.withUTF8 { classify(utf8: $0) }
+        // Lines from the framer are native ASCII strings: contiguous, read in place.
+        if let result = line.utf8.withContiguousStorageIfAvailable({ classify(utf8: $0) }) { return result }
+        var copy = line
+        return copy.withUTF8 { classify(utf8: $0) }
     }
 
     static func classify(utf8 line: UnsafeBufferPointer<UInt8>) -> LineClass {
@@ -110,15 +112,54 @@ enum DiFieldParser {
         case cnt, len, slot, snr, rssi, lsnr, lrssi, rsnr, rrssi, txp
     }
 
+    /// One optional value per key, on the stack (no array per line).
+    private struct Values {
+        private var storage: (Int?, Int?, Int?, Int?, Int?, Int?, Int?, Int?, Int?, Int?) =
+            (nil, nil, nil, nil, nil, nil, nil, nil, nil, nil)
+
+        subscript(_ index: Int) -> Int? {
+            get {
+                switch index {
+                case 0: storage.0
+                case 1: storage.1
+                case 2: storage.2
+                case 3: storage.3
+                case 4: storage.4
+                case 5: storage.5
+                case 6: storage.6
+                case 7: storage.7
+                case 8: storage.8
+                default: storage.9
+                }
+            }
+            set {
+                switch index {
+                case 0: storage.0 = newValue
+                case 1: storage.1 = newValue
+                case 2: storage.2 = newValue
+                case 3: storage.3 = newValue
+                case 4: storage.4 = newValue
+                case 5: storage.5 = newValue
+                case 6: storage.6 = newValue
+                case 7: storage.7 = newValue
+                case 8: storage.8 = newValue
+                default: storage.9 = newValue
+                }
+            }
+        }
+    }
+
     static func parse(_ fields: UnsafeBufferPointer<UInt8>, expectPayload: Bool) -> Result<Frame, DiFieldProblem> {
-        var values = [Int?](repeating: nil, count: Key.allCases.count)
+        var values = Values()
         var payload: Data? = nil
         var start = 0
         let end = fields.count
         if end == 0 { return .failure(DiFieldProblem(reason: "no fields")) }
+        guard let base = fields.baseAddress else { return .failure(DiFieldProblem(reason: "no fields")) }
         while start <= end {
-            var stop = start
-            while stop < end && fields[stop] != UInt8(ascii: ",") { stop += 1 }
+            // memchr: the data field is long, and this is the hottest loop of the receive path.
+            let comma = start < end ? memchr(base + start, Int32(UInt8(ascii: ",")), end - start) : nil
+            let stop = comma.map { UnsafeRawPointer($0) - UnsafeRawPointer(base) } ?? end
             let field = UnsafeBufferPointer(rebasing: fields[start..<stop])
             guard let equals = field.firstIndex(of: UInt8(ascii: "=")) else {
                 return .failure(DiFieldProblem(reason: "field '\(text(field))' has no '='"))
@@ -129,10 +170,10 @@ enum DiFieldParser {
             if expectPayload && matches(keyBytes, "data") {
                 if payload != nil { return .failure(DiFieldProblem(reason: "'data' appears twice")) }
                 guard !value.isEmpty else { return .failure(DiFieldProblem(reason: "'data' is empty")) }
-                guard let bytes = Hex.decode(value) else {
+                guard let bytes = Hex.decodeData(value) else {
                     return .failure(DiFieldProblem(reason: "'data' is not even-length hex"))
                 }
-                payload = Data(bytes)
+                payload = bytes
             } else if let key = key(keyBytes) {
                 if values[key.rawValue] != nil {
                     return .failure(DiFieldProblem(reason: "'\(text(keyBytes))' appears twice"))
@@ -159,24 +200,24 @@ enum DiFieldParser {
     }
 
     private static func key(_ bytes: UnsafeBufferPointer<UInt8>) -> Key? {
-        switch bytes.count {
-        case 3:
-            if matches(bytes, "cnt") { return .cnt }
-            if matches(bytes, "len") { return .len }
-            if matches(bytes, "snr") { return .snr }
-            if matches(bytes, "txp") { return .txp }
-        case 4:
-            if matches(bytes, "slot") { return .slot }
-            if matches(bytes, "rssi") { return .rssi }
-            if matches(bytes, "lsnr") { return .lsnr }
-            if matches(bytes, "rsnr") { return .rsnr }
-        case 5:
-            if matches(bytes, "lrssi") { return .lrssi }
-            if matches(bytes, "rrssi") { return .rrssi }
-        default:
-            break
+        // Dispatch on length and first letter: at most one comparison per field.
+        guard let first = bytes.first else { return nil }
+        let candidate: (Key, StaticString)?
+        switch (bytes.count, first) {
+        case (3, UInt8(ascii: "c")): candidate = (.cnt, "cnt")
+        case (3, UInt8(ascii: "l")): candidate = (.len, "len")
+        case (3, UInt8(ascii: "s")): candidate = (.snr, "snr")
+        case (3, UInt8(ascii: "t")): candidate = (.txp, "txp")
+        case (4, UInt8(ascii: "s")): candidate = (.slot, "slot")
+        case (4, UInt8(ascii: "l")): candidate = (.lsnr, "lsnr")
+        case (4, UInt8(ascii: "r")): candidate = bytes[1] == UInt8(ascii: "s") && bytes[2] == UInt8(ascii: "s")
+            ? (.rssi, "rssi") : (.rsnr, "rsnr")
+        case (5, UInt8(ascii: "l")): candidate = (.lrssi, "lrssi")
+        case (5, UInt8(ascii: "r")): candidate = (.rrssi, "rrssi")
+        default: candidate = nil
         }
-        return nil
+        guard let (key, text) = candidate, matches(bytes, text) else { return nil }
+        return key
     }
 
     @inline(__always)

@@ -27,13 +27,10 @@ struct LineFramer {
     private(set) var encoding: XTalkAtEncoding
     /// The raw (still encoded) bytes of the unterminated line.
     private var pending: [UInt8] = []
-    /// Scratch space for decoding one line, reused to avoid allocations.
-    private var scratch: [UInt8] = []
 
     init(encoding: XTalkAtEncoding) {
         self.encoding = encoding
         pending.reserveCapacity(256)
-        scratch.reserveCapacity(256)
     }
 
     /// True when bytes of an unterminated line are buffered.
@@ -64,10 +61,12 @@ struct LineFramer {
         let lf = 0x0A ^ key
         var start = 0
         let end = buffer.count
+        guard let base = buffer.baseAddress else { return }
         while start < end {
-            // Scan the still-encoded bytes for the encoded LF: no per-byte decode needed to find lines.
-            var index = start
-            while index < end && buffer[index] != lf { index += 1 }
+            // Scan the still-encoded bytes for the encoded LF (memchr: vectorised,
+            // and no per-byte decode is needed to find lines).
+            let found = memchr(base + start, Int32(lf), end - start)
+            let index = found.map { UnsafeRawPointer($0) - UnsafeRawPointer(base) } ?? end
             let segment = UnsafeBufferPointer(rebasing: buffer[start..<index])
             if index == end {
                 appendContent(segment, into: &units)
@@ -75,13 +74,13 @@ struct LineFramer {
             }
             if pending.isEmpty && segment.count <= Self.maxLineLength {
                 // Fast path: the whole line is in this chunk; no copy into `pending`.
-                emitLine(UnsafeBufferPointer(rebasing: buffer[start...index]), into: &units)
+                Self.emitLine(UnsafeBufferPointer(rebasing: buffer[start...index]), key: key, into: &units)
             } else {
                 appendContent(segment, into: &units)
                 pending.append(lf)
-                let line = pending
+                // Emitted in place, so the buffer keeps its capacity (no copy per line).
+                pending.withUnsafeBufferPointer { Self.emitLine($0, key: key, into: &units) }
                 pending.removeAll(keepingCapacity: true)
-                line.withUnsafeBufferPointer { emitLine($0, into: &units) }
             }
             start = index + 1
         }
@@ -90,7 +89,7 @@ struct LineFramer {
     /// Appends line content (no LF inside), applying the 4096-byte bound.
     private mutating func appendContent(_ segment: UnsafeBufferPointer<UInt8>, into units: inout [FramedUnit]) {
         let cr = 0x0D ^ encoding.key
-        var rest = segment[...]
+        var rest = segment
         while !rest.isEmpty {
             if pending.count > Self.maxLineLength {
                 // A held CR in position 4097 was followed by a non-terminator: it starts the new line.
@@ -101,8 +100,8 @@ struct LineFramer {
                 pending.append(contentsOf: rest)
                 return
             }
-            pending.append(contentsOf: rest.prefix(room))
-            rest = rest.dropFirst(room)
+            pending.append(contentsOf: UnsafeBufferPointer(rebasing: rest[0..<room]))
+            rest = UnsafeBufferPointer(rebasing: rest[room...])
             // The buffer is full and `rest.first` is byte 4097.
             if rest.count == 1 && rest.first == cr {
                 pending.append(cr)  // maybe the first half of CR LF: hold it
@@ -120,20 +119,25 @@ struct LineFramer {
 
     /// Emits one terminated line: `line` is its raw bytes, ending with the LF
     /// (and, before it, the CR of a CR LF pair, if any).
-    private mutating func emitLine(_ line: UnsafeBufferPointer<UInt8>, into units: inout [FramedUnit]) {
-        let key = encoding.key
+    private static func emitLine(_ line: UnsafeBufferPointer<UInt8>, key: UInt8, into units: inout [FramedUnit]) {
         var length = line.count - 1
         if length > 0 && line[length - 1] == 0x0D ^ key { length -= 1 }
         if length == 0 { return }  // empty lines are ignored
-        scratch.removeAll(keepingCapacity: true)
+        // Decode straight into the string's storage: one allocation, one pass.
         var printable = true
-        for i in 0..<length {
-            let byte = line[i] ^ key
-            if !(byte >= 0x20 && byte <= 0x7E) && byte != 0x09 { printable = false }
-            scratch.append(byte)
+        let text = String(unsafeUninitializedCapacity: length) { storage in
+            var offending = 0
+            for i in 0..<length {
+                let byte = line[i] ^ key
+                storage[i] = byte
+                // Printable ASCII or tab; anything else makes the line raw.
+                offending |= (byte &- 0x20 > 0x5E && byte != 0x09) ? 1 : 0
+            }
+            printable = offending == 0
+            return printable ? length : 0
         }
         if printable {
-            units.append(.line(String(decoding: scratch, as: UTF8.self)))
+            units.append(.line(text))
         } else {
             units.append(.raw(Data(buffer: line)))  // as received, terminator included
         }
