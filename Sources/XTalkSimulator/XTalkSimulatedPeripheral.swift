@@ -73,6 +73,9 @@ public final class XTalkSimulatedPeripheral {
     /// Bytes of host writes delivered to the device on the current connection.
     public var hostBytesDelivered: Int { link?.hostBytesDelivered ?? 0 }
 
+    /// When host bytes first and last reached the device on the current connection.
+    package var hostDeliveryWindow: (first: Duration, last: Duration)? { link?.hostDeliveryWindow }
+
     /// Notification bytes delivered to the host on the current connection.
     public var deviceBytesDelivered: Int { link?.deviceBytesDelivered ?? 0 }
 

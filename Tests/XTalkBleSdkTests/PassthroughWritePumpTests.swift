@@ -13,22 +13,29 @@ struct PassthroughWritePumpTests {
         pump.enqueue(a, Array(0..<50))
         pump.enqueue(b, Array(50..<60))
         #expect(pump.nextChunk(maximumLength: 20, canSend: false) == nil)
-        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(0..<20), completes: nil))
-        // The MTU grew: the next chunk is larger.
-        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == .init(bytes: Data(20..<50), completes: a))
-        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == .init(bytes: Data(50..<60), completes: b))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(0..<20), completes: []))
+        // The MTU grew: the next chunk is larger, and filled across the line boundary.
+        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == .init(bytes: Data(20..<60), completes: [a, b]))
         #expect(pump.nextChunk(maximumLength: 244, canSend: true) == nil)
         #expect(!pump.isBusy)
     }
 
-    @Test("lines are never interleaved: the next line starts after the last chunk")
+    @Test("lines are never interleaved or reordered; chunks are full across line boundaries")
     func noInterleaving() {
         var pump = PassthroughWritePump(writeType: .withoutResponse)
         pump.enqueue(a, Array(repeating: 0xAA, count: 45))
         pump.enqueue(b, Array(repeating: 0xBB, count: 45))
         var out: [UInt8] = []
-        while let chunk = pump.nextChunk(maximumLength: 20, canSend: true) { out += chunk.bytes }
+        var sizes: [Int] = []
+        var completions: [[ChannelWriteID]] = []
+        while let chunk = pump.nextChunk(maximumLength: 20, canSend: true) {
+            out += chunk.bytes
+            sizes.append(chunk.bytes.count)
+            completions.append(chunk.completes)
+        }
         #expect(out == Array(repeating: 0xAA, count: 45) + Array(repeating: 0xBB, count: 45))
+        #expect(sizes == [20, 20, 20, 20, 10], "every packet full but the last")
+        #expect(completions == [[], [], [a], [], [b]])
     }
 
     @Test("with response: one chunk outstanding; the line completes at its last acknowledgement")
@@ -38,12 +45,10 @@ struct PassthroughWritePumpTests {
         pump.enqueue(b, Array(30..<35))
         #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(0..<20))
         #expect(pump.nextChunk(maximumLength: 20, canSend: true) == nil)
-        #expect(pump.acknowledged(error: nil) == nil)
-        #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(20..<30))
-        #expect(pump.acknowledged(error: nil) == .completed(a))
-        #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(30..<35))
-        #expect(pump.acknowledged(error: nil) == .completed(b))
-        #expect(pump.acknowledged(error: nil) == nil)
+        #expect(pump.acknowledged(error: nil) == [])
+        #expect(pump.nextChunk(maximumLength: 20, canSend: false)?.bytes == Data(20..<35))
+        #expect(pump.acknowledged(error: nil) == [.completed(a), .completed(b)])
+        #expect(pump.acknowledged(error: nil) == [], "a stray acknowledgement")
         #expect(!pump.isBusy)
     }
 
@@ -53,8 +58,16 @@ struct PassthroughWritePumpTests {
         pump.enqueue(a, Array(0..<30))
         pump.enqueue(b, Array(30..<35))
         _ = pump.nextChunk(maximumLength: 20, canSend: true)
-        #expect(pump.acknowledged(error: "write not permitted") == .failed(a, reason: "write not permitted"))
+        #expect(pump.acknowledged(error: "write not permitted") == [.failed(a, reason: "write not permitted")])
         #expect(pump.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data(30..<35))
+        // A refused chunk that ends one line and starts the next fails both.
+        var spanning = PassthroughWritePump(writeType: .withResponse)
+        spanning.enqueue(a, Array(0..<10))
+        spanning.enqueue(b, Array(10..<30))
+        spanning.enqueue(ChannelWriteID(raw: 3), [99])
+        #expect(spanning.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data(0..<20))
+        #expect(spanning.acknowledged(error: "refused") == [.failed(a, reason: "refused"), .failed(b, reason: "refused")])
+        #expect(spanning.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data([99]), "b's rest is dropped")
     }
 
     @Test("only a line whose writing has not started can be taken back")
@@ -69,7 +82,7 @@ struct PassthroughWritePumpTests {
         #expect(!halfWritten, "a is half written")
         #expect(queued)
         #expect(!gone, "already gone")
-        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(20..<30), completes: a))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(20..<30), completes: [a]))
         #expect(pump.nextChunk(maximumLength: 20, canSend: true) == nil)
         var withResponse = PassthroughWritePump(writeType: .withResponse)
         withResponse.enqueue(a, [1])
@@ -103,7 +116,7 @@ struct PassthroughWritePumpTests {
         for round in 0..<10 {
             for i in 0..<50 { pump.enqueue(ChannelWriteID(raw: UInt64(round * 50 + i)), [UInt8(i)]) }
             while let chunk = pump.nextChunk(maximumLength: 20, canSend: true) {
-                if let id = chunk.completes { completed.append(id.raw) }
+                completed += chunk.completes.map(\.raw)
             }
         }
         #expect(completed == (0..<500).map(UInt64.init))

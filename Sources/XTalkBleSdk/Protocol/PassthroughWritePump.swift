@@ -2,13 +2,15 @@ import Foundation
 
 /// Host-to-device byte transport of PROTOCOL.md section 3, sans I/O.
 ///
-/// Lines queue in order and go out in chunks of at most the platform's
-/// maximum write length, read at each write (the MTU can grow after
-/// connecting). Without response, a chunk goes out only while the platform
-/// has room (`canSendWriteWithoutResponse`), and a line is complete when its
-/// last chunk was handed over; with response, one chunk is outstanding at a
-/// time and a line completes at the acknowledgement of its last chunk. Chunks
-/// of one line are never interleaved with another's.
+/// Lines queue in order and go out as one byte stream, cut into chunks of at
+/// most the platform's maximum write length, read at each write (the MTU can
+/// grow after connecting). A chunk is filled across line boundaries, so that
+/// queued lines keep every packet of the link full; lines are never
+/// reordered or interleaved. Without response, a chunk goes out only while
+/// the platform has room (`canSendWriteWithoutResponse`), and a line is
+/// complete when its last byte was handed over; with response, one chunk is
+/// outstanding at a time and a line completes at the acknowledgement of the
+/// chunk holding its last byte.
 struct PassthroughWritePump {
     enum Completion: Equatable {
         case completed(ChannelWriteID)
@@ -17,8 +19,8 @@ struct PassthroughWritePump {
 
     struct Chunk: Equatable {
         let bytes: Data
-        /// Set when this chunk's hand-over (without response) completes its line.
-        let completes: ChannelWriteID?
+        /// Lines whose last byte is in this chunk (without response: complete now).
+        let completes: [ChannelWriteID]
     }
 
     private struct Line {
@@ -27,18 +29,25 @@ struct PassthroughWritePump {
         var offset = 0
     }
 
+    /// The with-response chunk awaiting its acknowledgement.
+    private struct Outstanding {
+        /// Lines that end in the chunk.
+        let completes: [ChannelWriteID]
+        /// The line the chunk stopped inside, if any.
+        let partial: ChannelWriteID?
+    }
+
     let writeType: BleWriteType
     private var lines: [Line] = []
     private var head = 0
-    /// With response: the line whose chunk awaits its acknowledgement.
-    private var awaitingAck: ChannelWriteID?
+    private var outstanding: Outstanding?
 
     init(writeType: BleWriteType) {
         self.writeType = writeType
     }
 
     /// True while bytes wait to be written or acknowledged.
-    var isBusy: Bool { head < lines.count || awaitingAck != nil }
+    var isBusy: Bool { head < lines.count || outstanding != nil }
 
     mutating func enqueue(_ id: ChannelWriteID, _ bytes: [UInt8]) {
         lines.append(Line(id: id, bytes: bytes))
@@ -51,49 +60,50 @@ struct PassthroughWritePump {
         guard head < lines.count, maximumLength > 0 else { return nil }
         switch writeType {
         case .withoutResponse: guard canSend else { return nil }
-        case .withResponse: guard awaitingAck == nil else { return nil }
+        case .withResponse: guard outstanding == nil else { return nil }
         }
-        var line = lines[head]
-        let end = min(line.bytes.count, line.offset + maximumLength)
-        let chunk = Data(line.bytes[line.offset..<end])
-        line.offset = end
-        let finished = end == line.bytes.count
-        lines[head] = line
+        var chunk = Data()
+        chunk.reserveCapacity(maximumLength)
+        var completes: [ChannelWriteID] = []
+        while chunk.count < maximumLength && head < lines.count {
+            let line = lines[head]
+            let end = min(line.bytes.count, line.offset + (maximumLength - chunk.count))
+            chunk.append(contentsOf: line.bytes[line.offset..<end])
+            lines[head].offset = end
+            guard end == line.bytes.count else { break }
+            completes.append(line.id)
+            advanceHead()
+        }
         switch writeType {
         case .withoutResponse:
-            if finished { advanceHead() }
-            return Chunk(bytes: chunk, completes: finished ? line.id : nil)
+            return Chunk(bytes: chunk, completes: completes)
         case .withResponse:
-            awaitingAck = line.id
-            return Chunk(bytes: chunk, completes: nil)
+            let partial = head < lines.count && lines[head].offset > 0 ? lines[head].id : nil
+            outstanding = Outstanding(completes: completes, partial: partial)
+            return Chunk(bytes: chunk, completes: [])
         }
     }
 
-    /// A with-response write was acknowledged (or refused). Returns the line's
-    /// completion when this was its last chunk or when it failed; a failed
-    /// line's remaining chunks are dropped.
-    mutating func acknowledged(error: String?) -> Completion? {
-        guard let id = awaitingAck else { return nil }  // a stray acknowledgement
-        awaitingAck = nil
-        guard head < lines.count, lines[head].id == id else { return nil }
-        if let error {
+    /// A with-response chunk was acknowledged (or refused). Returns the
+    /// completions of the lines that ended in it; a refused chunk fails every
+    /// line it held a part of, and drops the rest of a line it stopped inside.
+    mutating func acknowledged(error: String?) -> [Completion] {
+        guard let chunk = outstanding else { return [] }  // a stray acknowledgement
+        outstanding = nil
+        guard let error else { return chunk.completes.map { .completed($0) } }
+        var failures = chunk.completes.map { Completion.failed($0, reason: error) }
+        if let partial = chunk.partial, head < lines.count, lines[head].id == partial {
             advanceHead()
-            return .failed(id, reason: error)
+            failures.append(.failed(partial, reason: error))
         }
-        if lines[head].offset == lines[head].bytes.count {
-            advanceHead()
-            return .completed(id)
-        }
-        return nil
+        return failures
     }
 
     /// Takes back a queued line whose writing has not started; returns false
     /// when it is unknown or already (partly) written, which cannot be undone
     /// without leaving the device half a command.
     mutating func withdraw(_ id: ChannelWriteID) -> Bool {
-        guard let index = lines[head...].firstIndex(where: { $0.id == id }), lines[index].offset == 0,
-              awaitingAck != id
-        else { return false }
+        guard let index = lines[head...].firstIndex(where: { $0.id == id }), lines[index].offset == 0 else { return false }
         lines.remove(at: index)
         return true
     }
@@ -102,7 +112,7 @@ struct PassthroughWritePump {
     mutating func reset() {
         lines.removeAll()
         head = 0
-        awaitingAck = nil
+        outstanding = nil
     }
 
     private mutating func advanceHead() {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// A handle to cancel a scheduled timer.
@@ -127,6 +128,8 @@ package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Durat
     private var queue = TimerQueue<@MainActor () -> Void>()
     private var sleeper: Task<Void, Never>?
     private var sleeperDeadline: Duration?
+    /// A turn of the main actor that runs timers already due is queued.
+    private var immediatePending = false
 
     package init(clock: C) {
         self.clock = clock
@@ -142,17 +145,31 @@ package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Durat
     }
 
     package func cancel(_ token: TimerToken) {
+        // The sleeper stays: it wakes at its deadline, finds nothing due and
+        // re-arms. Cancelling it on every emptied queue (every command's
+        // timeout is cancelled) would cost a cross-thread wake-up each time.
         queue.remove(token)
-        if queue.count == 0 {
-            sleeper?.cancel()
-            sleeper = nil
-            sleeperDeadline = nil
-        }
     }
 
     /// Makes sure a sleeper wakes at the earliest deadline.
     private func rearm() {
         guard let earliest = queue.earliestDeadline() else { return }
+        if earliest <= elapsed {
+            // Already due (a zero delay): run on the main actor's next turn,
+            // without a clock sleep, which would hop through another thread.
+            guard !immediatePending else { return }
+            immediatePending = true
+            // Straight onto the main queue (the main actor's executor): a Task
+            // would start on the global executor and hop, waking a worker thread.
+            DispatchQueue.main.async { [weak self] in
+                MainActor.assumeIsolated {
+                    guard let self else { return }
+                    self.immediatePending = false
+                    self.fireDue()
+                }
+            }
+            return
+        }
         if let current = sleeperDeadline, current <= earliest, sleeper != nil { return }
         sleeper?.cancel()
         sleeperDeadline = earliest
@@ -169,10 +186,20 @@ package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Durat
     }
 
     private func fireDue() {
-        sleeper = nil
-        sleeperDeadline = nil
-        let now = elapsed
-        while let entry = queue.popDue(at: now) { entry.action() }
+        if sleeperDeadline.map({ $0 <= elapsed }) ?? true {
+            sleeper = nil
+            sleeperDeadline = nil
+        }
+        // What the fired timers schedule for "now" (zero delays) runs in this
+        // same job: a chain of zero-delay hops costs no task and no sleep each.
+        // Bounded, so that a timer rescheduling itself at once cannot starve others.
+        var now = elapsed
+        var fired = 0
+        while fired < 10_000, let entry = queue.popDue(at: now) {
+            entry.action()
+            fired += 1
+            if queue.earliestDeadline().map({ $0 > now }) ?? true { now = elapsed }
+        }
         rearm()
     }
 }

@@ -37,6 +37,8 @@ final class SimulatedLink {
     private var lastEvent: Duration?
 
     private(set) var hostBytesDelivered = 0
+    /// When host bytes first and last reached the device (benchmarks: link utilisation).
+    private(set) var hostDeliveryWindow: (first: Duration, last: Duration)?
     private(set) var deviceBytesDelivered = 0
     var disconnectAfterHostBytes: Int?
     var disconnectAfterDeviceBytes: Int?
@@ -176,6 +178,8 @@ final class SimulatedLink {
                 return
             }
             hostBytesDelivered += packet.bytes.count
+            let now = scheduler.elapsed
+            hostDeliveryWindow = (hostDeliveryWindow?.first ?? now, now)
             peripheral.firmwareReceive(packet.bytes)
             if packet.withoutResponse {
                 credits += 1
