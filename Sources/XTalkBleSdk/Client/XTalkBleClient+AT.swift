@@ -220,17 +220,19 @@ extension XTalkBleClient {
     ) async throws -> [String] {
         if Task.isCancelled { throw XTalkBleError.cancelled }
         let owner = try sessionOwner(on: link)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String], any Error>) in
-                let (id, actions) = make(&link.channel, owner)
-                handle.id = id
-                handle.generation = link.generation
-                link.waiters[id] = continuation
-                perform(actions, on: link)
-                commit()
+        return try await resumingOnMainQueue {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String], any Error>) in
+                    let (id, actions) = make(&link.channel, owner)
+                    handle.id = id
+                    handle.generation = link.generation
+                    link.waiters[id] = continuation
+                    perform(actions, on: link)
+                    commit()
+                }
+            } onCancel: {
+                Task { @MainActor [weak self] in self?.cancel(handle) }
             }
-        } onCancel: {
-            Task { @MainActor [weak self] in self?.cancel(handle) }
         }
     }
 

@@ -90,20 +90,22 @@ extension XTalkBleClient {
         guard !isTornDown, deviceControlReady, timeoutMs > 0, !Task.isCancelled,
               let peripheral = machine.linkPeripheral else { return nil }
         let id = deviceQueries.makeID()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Data?, Never>) in
-                let shared = deviceQueries.isReading(characteristic)
-                let timer = scheduler.schedule(after: .milliseconds(timeoutMs)) { [weak self] in
+        return await resumingOnMainQueue {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Data?, Never>) in
+                    let shared = deviceQueries.isReading(characteristic)
+                    let timer = scheduler.schedule(after: .milliseconds(timeoutMs)) { [weak self] in
+                        guard let self else { return }
+                        self.deviceQueries.giveUp(id, client: self)
+                    }
+                    deviceQueries.add(id, characteristic, continuation, timer: timer)
+                    if !shared { backend.readValue(for: characteristic, of: peripheral) }
+                }
+            } onCancel: {
+                Task { @MainActor [weak self] in
                     guard let self else { return }
                     self.deviceQueries.giveUp(id, client: self)
                 }
-                deviceQueries.add(id, characteristic, continuation, timer: timer)
-                if !shared { backend.readValue(for: characteristic, of: peripheral) }
-            }
-        } onCancel: {
-            Task { @MainActor [weak self] in
-                guard let self else { return }
-                self.deviceQueries.giveUp(id, client: self)
             }
         }
     }

@@ -166,7 +166,7 @@ package final class SimulatedCentral: BleBackend {
 
     package func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of id: UUID, type: BleWriteType) {
         guard let (peripheral, link) = connected(id, "writeValue") else { return }
-        let info = SimulatedGattDatabase(peripheral.device.gatt).characteristic(characteristic)
+        let info = SimulatedGattDatabase.characteristic(characteristic, in: peripheral.device.gatt)
         let isTX = characteristic.characteristic == XTalkGatt.passthroughTX && info != nil
         if isTX, let refusal = peripheral.device.gatt.writeRefusal {
             peripheral.droppedWrites += 1
@@ -236,9 +236,7 @@ struct SimulatedGattDatabase {
         if gatt.hasPassthroughService {
             var characteristics: [BleCharacteristicInfo] = []
             if gatt.hasPassthroughTX {
-                let properties: BleCharacteristicProperties = gatt.txSupportsWriteWithoutResponse
-                    ? [.write, .writeWithoutResponse] : [.write]
-                characteristics.append(BleCharacteristicInfo(uuid: XTalkGatt.passthroughTX, properties: properties))
+                characteristics.append(Self.passthroughTX(gatt))
             }
             if gatt.hasPassthroughRX {
                 characteristics.append(BleCharacteristicInfo(uuid: XTalkGatt.passthroughRX, properties: [.notify]))
@@ -261,6 +259,22 @@ struct SimulatedGattDatabase {
 
     func characteristic(_ ref: BleCharacteristicRef) -> BleCharacteristicInfo? {
         services.first { $0.uuid == ref.service }?.characteristics.first { $0.uuid == ref.characteristic }
+    }
+
+    /// The characteristic `ref` names, if `gatt` has it. The passthrough TX,
+    /// written for every AT line, is answered without building the database.
+    static func characteristic(_ ref: BleCharacteristicRef, in gatt: XTalkSimulatedGatt) -> BleCharacteristicInfo? {
+        guard ref.service == XTalkGatt.passthroughService, ref.characteristic == XTalkGatt.passthroughTX else {
+            return SimulatedGattDatabase(gatt).characteristic(ref)
+        }
+        guard gatt.hasPassthroughService, gatt.hasPassthroughTX else { return nil }
+        return passthroughTX(gatt)
+    }
+
+    private static func passthroughTX(_ gatt: XTalkSimulatedGatt) -> BleCharacteristicInfo {
+        BleCharacteristicInfo(
+            uuid: XTalkGatt.passthroughTX,
+            properties: gatt.txSupportsWriteWithoutResponse ? [.write, .writeWithoutResponse] : [.write])
     }
 
     func value(of ref: BleCharacteristicRef) -> Data? {
