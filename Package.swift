@@ -73,7 +73,7 @@ let package = Package(
         ),
         .target(
             name: "XTalkCLI",
-            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]
+            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto"]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),

@@ -149,12 +149,22 @@ public final class XTalkVirtualClock: Clock, @unchecked Sendable {
     /// suspension point.
     @MainActor
     public func settle() async {
-        for _ in 0..<settleYields { await Task.yield() }
+        // Work reaches the main actor two ways: tasks the SDK resumes are
+        // queued on the main queue, other awaits come back through a
+        // global-executor thread. Each round lets both land: one yield goes
+        // through a global thread, one queues behind everything on the main queue.
+        for _ in 0..<settleYields {
+            await Task.yield()
+            await resumingOnMainQueue { await Task.yield() }
+        }
     }
 
     @MainActor
     private func settleUntilFinished<T>(_ box: ResultBox<T>) async {
-        for _ in 0..<1_000 where box.result == nil { await Task.yield() }
+        for _ in 0..<1_000 where box.result == nil {
+            await Task.yield()
+            await resumingOnMainQueue { await Task.yield() }
+        }
     }
 
     private func popEarliest(notAfter limit: Duration) -> TimerQueue<Wakeup>.Entry? {

@@ -13,10 +13,10 @@ import Dispatch
 /// Only the SDK's own waits run with the preference; nothing of the caller's
 /// code does, and no task the SDK starts inherits it.
 @available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *)
-final class MainQueueTaskExecutor: TaskExecutor {
-    static let shared = MainQueueTaskExecutor()
+package final class MainQueueTaskExecutor: TaskExecutor {
+    package static let shared = MainQueueTaskExecutor()
 
-    func enqueue(_ job: consuming ExecutorJob) {
+    package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let executor = asUnownedTaskExecutor()
         DispatchQueue.main.async { job.runSynchronously(on: executor) }
@@ -26,7 +26,7 @@ final class MainQueueTaskExecutor: TaskExecutor {
 /// Runs `operation` (one of the client's waits) with the main queue as the
 /// preferred executor where the platform has task executors; as is elsewhere.
 @MainActor
-func resumingOnMainQueue<T>(_ operation: @MainActor () async throws -> T) async rethrows -> T {
+package func resumingOnMainQueue<T>(_ operation: @MainActor () async throws -> T) async rethrows -> T {
     if #available(macOS 15.0, iOS 18.0, watchOS 11.0, tvOS 18.0, visionOS 2.0, *) {
         return try await withTaskExecutorPreference(MainQueueTaskExecutor.shared) { try await operation() }
     }

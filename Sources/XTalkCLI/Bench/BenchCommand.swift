@@ -24,7 +24,8 @@ enum BenchCommand {
             ],
             discussion: """
                 Every row prints a figure, its target, the measured value and PASS/FAIL. Ratios are measured
-                in one run, so noise on a shared machine cancels out. Build with -c release for real figures:
+                in one run, so noise on a shared machine cancels out. Exits 1 when a row misses its target.
+                Build with -c release for real figures:
                 swift run -c release xtalk bench
                 """),
         endsOnInterrupt: false
@@ -45,10 +46,17 @@ enum BenchCommand {
             }
         }
         printer.text(header())
+        if only.contains("link") { add(try await LinkRow.rows(quick: quick)) }
         if only.contains("pipeline") { add(pipelineRows(quick: quick)) }
+        if only.contains("transactions") { add(try await TransactionRow.rows(quick: quick)) }
+        if only.contains("auth") { add(try await AuthRow.rows(quick: quick)) }
+        if only.contains("memory") { add(try await MemoryRow.rows(quick: quick)) }
+        if only.contains("scale") { add(try await ScaleRow.rows(quick: quick)) }
         let failed = rows.filter { !$0.passed }.count
         printer.record("bench_summary", [("rows", .int(rows.count)), ("failed", .int(failed))],
                        human: "\n\(rows.count) rows, \(failed == 0 ? "all passed" : "\(failed) failed")")
+        // A missed target fails the command, so scripts can gate on it.
+        if failed > 0 { throw CLIError(.failure, "\(failed) of \(rows.count) rows missed their target") }
     }
 
     static func header() -> String {
@@ -65,7 +73,7 @@ enum BenchCommand {
 
     static func pipelineRows(quick: Bool) -> [BenchRow] {
         [20, 244].flatMap { chunk -> [BenchRow] in
-            let outcome = ReceivePipelineRow.measure(bytes: quick ? 200_000 : 4_000_000, chunk: chunk, repetitions: quick ? 1 : 5)
+            let outcome = ReceivePipelineRow.measure(bytes: quick ? 200_000 : 4_000_000, chunk: chunk, repetitions: quick ? 3 : 5)
             let rate = String(format: "%.0f MB/s, %.2fM lines/s", outcome.megabytesPerSecond, outcome.linesPerSecond / 1e6)
             return [
                 BenchRow(figure: "2. receive pipeline, \(chunk)-byte chunks: vs naive", target: ">= 10x",
