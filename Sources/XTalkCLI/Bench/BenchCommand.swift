@@ -60,11 +60,11 @@ enum BenchCommand {
     }
 
     static func header() -> String {
-        pad("figure", 44) + "  " + pad("target", 20) + "  " + pad("measured", 26) + "  result\n" + String(repeating: "-", count: 102)
+        pad("figure", 56) + "  " + pad("target", 24) + "  " + pad("measured", 40) + "  result\n" + String(repeating: "-", count: 134)
     }
 
     static func line(_ row: BenchRow) -> String {
-        pad(row.figure, 44) + "  " + pad(row.target, 20) + "  " + pad(row.measured, 26) + "  " + (row.passed ? "PASS" : "FAIL")
+        pad(row.figure, 56) + "  " + pad(row.target, 24) + "  " + pad(row.measured, 40) + "  " + (row.passed ? "PASS" : "FAIL")
     }
 
     static func pad(_ text: String, _ width: Int) -> String {
