@@ -25,6 +25,27 @@ struct RegressionTests {
         await harness.finish()
     }
 
+    @Test("a link lost in the middle of a command line: after reconnecting, the device's half line does not corrupt the next command (chaos seed 7164322140532)")
+    func halfLineAcrossReconnect() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.mtu = 23  // a long command takes several packets
+        device.firmware.partialLineTimeout = nil  // the UART keeps a partial line for good
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        let command = "AT+SEND=" + String(repeating: "AB", count: 60)
+        harness.peripheral.disconnect(afterHostBytes: harness.peripheral.hostBytesDelivered + 30)
+        let cut = harness.start { try await harness.client.runAtCommand(command) }
+        await harness.advance(.milliseconds(300))
+        await #expect(throws: XTalkBleError.notConnected) { try await cut.value }
+        await harness.connect()
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=next") }
+        #expect(lines == ["+PING:next", "OK"], "got \(lines)")
+        #expect(harness.peripheral.processedCommands.last == "AT+PING=next")
+        #expect(harness.peripheral.processedCommands.dropLast().last?.hasPrefix("AT+SEND=ABAB") == true,
+                "the half line was ended on its own")
+        await harness.finish()
+    }
+
     @Test("a clean reconnect starts at once: only a connection that still owed answers is quarantined")
     func cleanReconnectIsFast() async throws {
         let harness = ClientHarness()

@@ -722,9 +722,81 @@ struct AtChannelStateMachineTests {
         h.machine.setEncoding(.xor)
         let id = h.command("AT")
         #expect(h.writes[0].1 == Array("AT\r\n".utf8).map { $0 ^ 0x5A })
-        h.receive("OK\r\n")  // encoded with xor by the harness
+        // The device ends the discarded line (raw, stale), then answers.
+        h.receive("AGE\r\nOK\r\n")  // encoded with xor by the harness
         #expect(h.outcomes[id] == .success(["OK"]))
         #expect(h.lineEvents == ["OK"])
+        #expect(h.events.contains(.raw(Data(XTalkAtEncoding.xor.encodeText("AGE\r\n")))))
+    }
+
+    @Test("lines that arrive in the chunk that ended the previous command are not the next command's (chaos seed 1467902980258)")
+    func linesBeforeTheWriteInTheSameChunk() {
+        for echo in [false, true] {
+            var h = ChannelHarness()
+            let first = h.command("AT+PING=a")
+            let second = h.command("AT+PING=b")
+            h.completeWrites()
+            // One notification: the end of A's reply, a late line, and half of another.
+            h.receive("+PING:a\r\nOK\r\n+PING:late\r\nO")
+            #expect(h.outcomes[first] == .success(["+PING:a", "OK"]))
+            #expect(h.writes.count == 2, "B was written when A completed")
+            h.completeWrites()
+            h.receive("K\r\n" + (echo ? "AT+PING=b\r\n" : "") + "+PING:b\r\nOK\r\n")
+            #expect(h.outcomes[second] == .success(["+PING:b", "OK"]), "echo \(echo)")
+            #expect(h.lineEvents == ["+PING:a", "OK", "+PING:late", "OK"] + (echo ? ["AT+PING=b"] : []) + ["+PING:b", "OK"])
+        }
+    }
+
+    @Test("a late reply that straddles the next command's first byte stays out of its response (chaos seed 1467902980258)",
+          arguments: [false, true])
+    func lateReplyStraddlingTheWrite(partial: Bool) {
+        var h = ChannelHarness()
+        let first = h.command("AT+PING=a")
+        let second = h.command("AT+PING=b")
+        h.completeWrites()
+        // A's reply ends and a late reply of an older command begins in the
+        // same notification, before B's first byte (B is written as A completes);
+        // the late line is whole, or still partial.
+        h.receive(partial ? "OK\r\n+PING:la" : "OK\r\n+PING:late\r\n")
+        #expect(h.outcomes[first] == .success(["OK"]))
+        h.completeWrites()
+        h.receive((partial ? "te\r\n" : "") + "OK\r\n+PING:b\r\nOK\r\n")
+        #expect(h.outcomes[second] == .success(["+PING:b", "OK"]))
+        #expect(h.lineEvents == ["OK", "+PING:late", "OK", "+PING:b", "OK"])
+    }
+
+    @Test("a switch asked for during a transaction waits for it: its reply stays whole, the next command uses the new encoding")
+    func setEncodingDuringTransaction() {
+        var h = ChannelHarness(encoding: .xor)
+        let first = h.command("AT+VER?")
+        h.completeWrites()
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("+VER:2."))
+        h.machine.setEncoding(.plain)
+        #expect(h.machine.encoding == .plain, "the encoding of the next operation")
+        let second = h.command("AT")
+        #expect(h.writes.count == 1, "the second command waits its turn")
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("1.0\r\nOK\r\n"))
+        #expect(h.outcomes[first] == .success(["+VER:2.1.0", "OK"]))
+        #expect(h.writes.count == 2)
+        #expect(h.writes.last?.1 == Array("AT\r\n".utf8), "written in plain")
+        h.completeWrites()
+        h.receiveBytes(XTalkAtEncoding.plain.encodeText("OK\r\n"))
+        #expect(h.outcomes[second] == .success(["OK"]))
+    }
+
+    @Test("a switch asked for during a transaction that times out applies when the drain starts")
+    func setEncodingBeforeTimeout() {
+        var h = ChannelHarness(encoding: .plain)
+        let first = h.command("AT+SLOW", timeout: .milliseconds(100))
+        h.completeWrites()
+        h.machine.setEncoding(.xor)
+        h.receiveBytes(XTalkAtEncoding.plain.encodeText("+SLO"))
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[first] == .failure(.timeout))
+        // The partial line of the old encoding was discarded with the switch;
+        // its rest is raw, the next line is whole.
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("W\r\n+URC:1\r\n"))
+        #expect(h.lineEvents == ["+URC:1"])
     }
 
     /// A recorded session: a command answered amid URC and garbage traffic, an

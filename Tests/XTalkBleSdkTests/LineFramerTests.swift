@@ -128,16 +128,64 @@ struct LineFramerTests {
         #expect(frame(ascii(body + "\r\r\n")) == [.raw(Data(ascii(body))), .raw(Data(ascii("\r\r\n")))])
     }
 
-    @Test("setting the encoding discards the partial line")
+    @Test("setting the encoding discards the partial line; its rest arrives as raw, never as a line")
     func resetDiscardsPartial() {
         var framer = LineFramer(encoding: .plain)
         var units: [FramedUnit] = []
-        framer.feed(ascii("GARB"), into: &units)
+        framer.feed(ascii("+DI:cnt=1,da"), into: &units)
         #expect(framer.hasPartialLine)
         framer.reset(encoding: .xor)
+        #expect(framer.hasPartialLine, "the rest of the discarded line is still to come")
+        // The device does not know the host reset: the line goes on to its terminator.
+        framer.feed(xored(ascii("ta=AB\r\nOK\r\n")), into: &units)
+        #expect(units == [.raw(Data(xored(ascii("ta=AB\r\n")))), .line("OK")])
         #expect(!framer.hasPartialLine)
-        framer.feed(xored(ascii("OK\r\n")), into: &units)
+        // Without a partial line, a reset leaves the next line whole.
+        units = []
+        framer.reset(encoding: .plain)
+        #expect(!framer.hasPartialLine)
+        framer.feed(ascii("OK\r\n"), into: &units)
         #expect(units == [.line("OK")])
+    }
+
+    @Test("after a switch from the wrong encoding, the device's line end inside the buffer counts (chaos seed 6516639812896)")
+    func resetFromWrongEncoding() {
+        // An xor device read as plain: its encoded LF (0x50) is no plain terminator, so
+        // whole lines pile up in the buffer. After the switch to xor, the next line is whole.
+        var framer = LineFramer(encoding: .plain)
+        var units: [FramedUnit] = []
+        framer.feed(xored(ascii("+READY\r\n")), into: &units)
+        #expect(framer.hasPartialLine)
+        framer.reset(encoding: .xor)
+        #expect(!framer.hasPartialLine, "the device's line had ended")
+        framer.feed(xored(ascii("+PING:t5\r\n")), into: &units)
+        #expect(units == [.line("+PING:t5")])
+        // When the buffer ends inside a device line, its rest is raw.
+        units = []
+        framer.reset(encoding: .plain)
+        framer.feed(xored(ascii("+READY\r\n+ID:1")), into: &units)  // no 'P': its xor byte is a plain LF
+        #expect(units.isEmpty)
+        framer.reset(encoding: .xor)
+        #expect(framer.hasPartialLine)
+        framer.feed(xored(ascii(",EFUSE\r\nOK\r\n")), into: &units)
+        #expect(units == [.raw(Data(xored(ascii(",EFUSE\r\n")))), .line("OK")])
+    }
+
+    @Test("the rest of a discarded line is raw in any chunking")
+    func resetRestAnyChunking() {
+        let rest = xored(ascii("ta=AB\r\n+SENDFIN:OK\r\n"))
+        for size in [1, 2, 3, 7, rest.count] {
+            var framer = LineFramer(encoding: .plain)
+            var units: [FramedUnit] = []
+            framer.feed(ascii("+DI:da"), into: &units)
+            framer.reset(encoding: .xor)
+            var offset = 0
+            while offset < rest.count {
+                framer.feed(rest[offset..<min(rest.count, offset + size)], into: &units)
+                offset += size
+            }
+            #expect(units == [.raw(Data(xored(ascii("ta=AB\r\n")))), .line("+SENDFIN:OK")], "chunks of \(size)")
+        }
     }
 
     /// A recorded device stream: responses, URCs, garbage, an overflow.

@@ -55,6 +55,7 @@ extension XTalkBleClient {
     /// buffer (a partial line is discarded). Switch between transactions only.
     public func setAtEncoding(_ encoding: XTalkAtEncoding) {
         guard !isTornDown else { return }
+        log(.debug, "AT encoding: \(encoding)")
         publishEncoding(encoding)
         passthrough?.channel.setEncoding(encoding)
         commit()
@@ -163,14 +164,28 @@ extension XTalkBleClient {
         log(.info, "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
         // The device may still answer commands of the previous connection until
         // their deadline: nothing of them may reach this connection's commands.
+        var quarantine = Duration.zero
         if let owed = owedAnswers, owed.peripheral == peripheral {
             let remaining = owed.until - scheduler.elapsed
             if remaining > .zero {
                 log(.info, "quarantine for \(remaining): the device may still answer the previous connection")
-                perform(link.channel.quarantine(for: remaining), on: link)
+                quarantine = remaining
             }
         }
         owedAnswers = nil
+        // The last connection dropped in the middle of one of our lines: the
+        // device's UART still holds its first half, which would corrupt the
+        // next command. End that line (the device answers it, maybe ERROR)
+        // and keep its answer out of the first command's response.
+        if lineCutOff == peripheral {
+            log(.info, "ending the half line the previous connection cut off")
+            link.rawWrites += 1
+            link.pump.enqueue(ChannelWriteID(raw: UInt64.max - link.rawWrites), link.channel.encoding.encodeLine(""))
+            quarantine = max(quarantine, AtChannelStateMachine.defaultDrainBound)
+        }
+        lineCutOff = nil
+        if quarantine > .zero { perform(link.channel.quarantine(for: quarantine), on: link) }
+        pumpWrites(link)
     }
 
     /// The connection ended: every waiter fails with `error` exactly once,
@@ -182,6 +197,9 @@ extension XTalkBleClient {
         if link.channel.owesAnswers, let until = link.timerDeadlines.values.max() {
             owedAnswers = (link.peripheral, until)
         }
+        // Whether the device got our last line whole is unknowable when the link
+        // dropped while a line was going out (handed to the platform is not delivered).
+        lineCutOff = link.pump.isBusy || link.channel.isWriting ? link.peripheral : nil
         perform(link.channel.disconnected(error), on: link)
         // Nothing of this connection is delivered after it ended, even what is already queued.
         discardDeliveries(of: link.generation)

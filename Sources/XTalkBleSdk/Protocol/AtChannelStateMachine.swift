@@ -103,6 +103,10 @@ struct AtChannelStateMachine {
         var responseStarted = false
         var sawFinalCode = false
         var sawRaw = false
+        /// A reply line that arrived before our first byte (a late reply of an
+        /// earlier command) had no final result code yet: the next final code
+        /// is that reply's, not ours, and so is everything up to it.
+        var staleReplyOpen = false
     }
 
     /// A no-wait operation's isolation window.
@@ -142,6 +146,11 @@ struct AtChannelStateMachine {
     }
 
     private var state: State = .idle
+    /// Counts lines written, so that received units can be told apart by
+    /// whether they arrived before or after a write.
+    private var writesStarted: UInt64 = 0
+    /// An encoding switch waiting for the operation on the wire to end.
+    private var pendingEncoding: XTalkAtEncoding?
     private var queue: [Pending] = []
     private var activeSession: ChannelRequestID?
     private var framer: LineFramer
@@ -170,7 +179,8 @@ struct AtChannelStateMachine {
 
     // MARK: Introspection (for the driver and tests)
 
-    var encoding: XTalkAtEncoding { framer.encoding }
+    /// The encoding of the next operation (a switch may wait for the current one).
+    var encoding: XTalkAtEncoding { pendingEncoding ?? framer.encoding }
 
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
@@ -181,6 +191,17 @@ struct AtChannelStateMachine {
     var isClosed: Bool {
         if case .closed = state { return true }
         return false
+    }
+
+    /// True when a line of ours may not have reached the device whole: an
+    /// operation owns the wire (its line may still be in flight) or its write
+    /// has not been confirmed.
+    var isWriting: Bool {
+        if outstandingWrite != nil { return true }
+        switch state {
+        case .transaction, .isolation: return true
+        case .idle, .draining, .closed: return false
+        }
     }
 
     var isDraining: Bool {
@@ -298,9 +319,20 @@ struct AtChannelStateMachine {
         var actions: [ChannelAction] = []
         if units.isEmpty { return actions }
         actions.reserveCapacity(units.count * 2 + 2)
+        // Units of this batch that follow a write it started (an operation
+        // ended and the next one was written) were received before that
+        // write: never part of its response. The framer's partial line at
+        // that moment (`staleTail`) concerns the next batch.
+        var receivedBeforeWrite = false
         for unit in units {
-            let stale = staleTail
-            staleTail = false
+            let stale: Bool
+            if receivedBeforeWrite {
+                stale = true
+            } else {
+                stale = staleTail
+                staleTail = false
+            }
+            let writesBefore = writesStarted
             switch unit {
             case .raw(let data):
                 actions.append(.emit(.raw(data)))
@@ -308,6 +340,7 @@ struct AtChannelStateMachine {
             case .line(let line):
                 lineReceived(line, stale: stale, into: &actions)
             }
+            if writesStarted != writesBefore { receivedBeforeWrite = true }
         }
         return actions
     }
@@ -438,8 +471,26 @@ struct AtChannelStateMachine {
     }
 
     /// Switches the encoding for later writes and reads; the partial line the
-    /// framer held is discarded (PROTOCOL.md section 4).
+    /// framer held is discarded (PROTOCOL.md section 4). Asked for while an
+    /// operation owns the wire (the documented "never switch during a
+    /// transaction" broken, e.g. by an authentication started next to an app
+    /// command), the switch waits until that operation ends, so that its reply
+    /// is decoded as its command was encoded and no byte of it is discarded.
     mutating func setEncoding(_ encoding: XTalkAtEncoding) {
+        switch state {
+        case .transaction, .isolation:
+            pendingEncoding = encoding
+        case .idle, .draining, .closed:
+            pendingEncoding = nil
+            framer.reset(encoding: encoding)
+            staleTail = false
+        }
+    }
+
+    /// Applies a switch that waited for the wire to be free.
+    private mutating func applyPendingEncoding() {
+        guard let encoding = pendingEncoding else { return }
+        pendingEncoding = nil
         framer.reset(encoding: encoding)
         staleTail = false
     }
@@ -497,7 +548,13 @@ struct AtChannelStateMachine {
         case .malformedRadioFrame, .malformedCrcError, .ready:
             break
         case .response(let finalCode):
-            if !stale { responseLine(line, finalCode: finalCode, into: &actions) }
+            if !stale {
+                responseLine(line, finalCode: finalCode, into: &actions)
+            } else if case .transaction(var transaction) = state {
+                state = .idle  // released while the copy is changed
+                transaction.staleReplyOpen = finalCode == nil
+                state = .transaction(transaction)
+            }
         }
     }
 
@@ -509,6 +566,15 @@ struct AtChannelStateMachine {
             // Every path below stores the transaction back or ends it.
             state = .idle
             let isEcho = !transaction.responseStarted && line == transaction.text
+            if transaction.staleReplyOpen && !isEcho {
+                // The rest of a late reply that began before our first byte: an
+                // event only, up to and including its final code. (Our own echo
+                // shows the device has moved on to our command.)
+                if finalCode != nil { transaction.staleReplyOpen = false }
+                state = .transaction(transaction)
+                return
+            }
+            transaction.staleReplyOpen = false
             transaction.responseStarted = true
             if isEcho {
                 state = .transaction(transaction)
@@ -601,6 +667,7 @@ struct AtChannelStateMachine {
     /// driver is asked to take it back (if it has not started) and the
     /// quarantine waits for it; otherwise it starts now.
     private mutating func startDrain(into actions: inout [ChannelAction]) {
+        applyPendingEncoding()
         if let pending = outstandingWrite {
             actions.append(.withdrawWrite(pending))
             state = .draining(Drain(quietTimer: nil, boundTimer: nil))
@@ -618,6 +685,7 @@ struct AtChannelStateMachine {
 
     private mutating func becomeIdle(into actions: inout [ChannelAction]) {
         state = .idle
+        applyPendingEncoding()
         pump(into: &actions)
     }
 
@@ -651,6 +719,7 @@ struct AtChannelStateMachine {
 
     /// Writes the line of the operation that now owns the wire.
     private mutating func write(_ text: String, into actions: inout [ChannelAction]) {
+        writesStarted &+= 1
         let id = ChannelWriteID(raw: makeID())
         outstandingWrite = id
         staleTail = framer.hasPartialLine

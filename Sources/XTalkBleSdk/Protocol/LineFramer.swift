@@ -33,17 +33,36 @@ struct LineFramer {
         pending.reserveCapacity(256)
     }
 
-    /// True when bytes of an unterminated line are buffered.
-    var hasPartialLine: Bool { !pending.isEmpty }
+    /// True after a reset discarded a partial line: the bytes up to the next
+    /// terminator are the rest of that line, not a line of their own.
+    private var discarding = false
 
-    /// Switches the encoding and discards the buffered partial line.
+    /// True when bytes of an unterminated line are buffered, or the rest of a
+    /// discarded one is still to come.
+    var hasPartialLine: Bool { !pending.isEmpty || discarding }
+
+    /// Switches the encoding and discards the buffered partial line. The rest
+    /// of that line, when it arrives, is delivered as `.raw`: a fragment is
+    /// not a line (it would otherwise pose as one, e.g. the tail of a `+DI:`).
+    ///
+    /// Whether the device is in the middle of a line is judged in the new
+    /// encoding: bytes buffered under the old one (garbage, when it was the
+    /// wrong one) may hold the device's line end; then only what follows the
+    /// last one is an unfinished line.
     mutating func reset(encoding: XTalkAtEncoding) {
         self.encoding = encoding
+        if let last = pending.lastIndex(of: 0x0A ^ encoding.key) {
+            discarding = last < pending.count - 1
+        } else if !pending.isEmpty {
+            discarding = true
+        }
         pending.removeAll(keepingCapacity: true)
     }
 
-    /// Discards the buffered partial line (a disconnect).
+    /// Discards the buffered partial line and anything after it (a disconnect:
+    /// the next bytes start a new stream).
     mutating func reset() {
+        discarding = false
         pending.removeAll(keepingCapacity: true)
     }
 
@@ -72,7 +91,14 @@ struct LineFramer {
                 appendContent(segment, into: &units)
                 return
             }
-            if pending.isEmpty && segment.count <= Self.maxLineLength {
+            if discarding {
+                // The rest of a discarded line, terminator included, as received.
+                appendContent(segment, into: &units)
+                pending.append(lf)
+                units.append(.raw(Data(pending)))
+                pending.removeAll(keepingCapacity: true)
+                discarding = false
+            } else if pending.isEmpty && segment.count <= Self.maxLineLength {
                 // Fast path: the whole line is in this chunk; no copy into `pending`.
                 Self.emitLine(UnsafeBufferPointer(rebasing: buffer[start...index]), key: key, into: &units)
             } else {
