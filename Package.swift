@@ -10,7 +10,8 @@
 //   XTalkCrypto        → XTalkLibCrypto (Linux): Ed25519 + CSPRNG seam (CryptoKit / libcrypto)
 //   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
-//   XTalkCLI           → the SDKs and the simulator: the tool's commands, testable in-process
+//   XTalkChaos         → the SDKs and the simulator: seeded chaos scenarios (tests, `xtalk chaos`)
+//   XTalkCLI           → the SDKs, the simulator and the chaos engine: the tool's commands, testable in-process
 //   xtalk              → XTalkCLI (the executable: real clock, stdin/stdout, signals)
 //
 // No dependency outside the Swift toolchain. On Linux, libcrypto.so.3 is
@@ -71,9 +72,10 @@ let package = Package(
             name: "XTalkSimulator",
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
         ),
+        .target(name: "XTalkChaos", dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]),
         .target(
             name: "XTalkCLI",
-            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto"]
+            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto", "XTalkChaos"]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
@@ -87,6 +89,7 @@ let package = Package(
             name: "XTalkDeviceAuthSdkTests",
             dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto"]
         ),
+        .testTarget(name: "XTalkChaosTests", dependencies: ["XTalkChaos", "XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]

@@ -8,7 +8,7 @@ import Foundation
 package enum XTalkCLI {
     static let commands: [Command] = [
         DemoCommand.command, DeviceCommands.scan, DeviceCommands.info, DeviceCommands.auth, DeviceCommands.at,
-        DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command,
+        DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command, ChaosCommand.command,
     ]
 
     static let exitCodes = """
