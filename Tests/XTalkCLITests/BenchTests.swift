@@ -76,3 +76,23 @@ struct BenchTests {
         #expect(wrong.stderr.contains("invalid value 'speed' for --only"))
     }
 }
+
+@Suite("xtalk chaos")
+@MainActor
+struct ChaosCommandTests {
+    @Test("--scenarios N runs N scenarios and summarises; --seed replays one with its trace")
+    func runsAndReplays() async {
+        let result = await xtalkRealTime(["chaos", "--scenarios", "3", "--json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        let summary = result.records(ofType: "chaos_summary").first
+        #expect(summary?["scenarios"] as? Int == 3)
+        #expect(summary?["failed"] as? Int == 0)
+        let replay = await xtalkRealTime(["chaos", "--seed", "15926614615", "--verbose"])
+        #expect(replay.code == 0)
+        #expect(replay.stdout.contains("chaos scenario seed 15926614615"))
+        #expect(replay.stdout.contains("device:"), "the trace is printed")
+        let bad = await xtalkRealTime(["chaos", "--seed", "-1"])
+        #expect(bad.code == 2)
+        #expect(bad.stderr.contains("invalid value '-1' for --seed"))
+    }
+}

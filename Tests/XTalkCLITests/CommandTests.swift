@@ -10,7 +10,7 @@ struct CommandTests {
         for arguments in [[], ["--help"], ["-h"], ["help"]] {
             let result = await xtalk(arguments)
             #expect(result.code == 0)
-            for command in ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell", "bench"] {
+            for command in ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell", "bench", "chaos"] {
                 #expect(result.stdout.contains("  " + command), "\(command) is listed")
             }
             #expect(result.stdout.contains("EXIT CODES:"))

@@ -23,6 +23,20 @@ struct ChaosTests {
         }
     }
 
+    /// Seeds that once found a bug; each bug also has its own named test
+    /// (AtChannelStateMachineTests, LineFramerTests, RegressionTests).
+    @Test("scenarios that once failed", arguments: [
+        UInt64(1_467_902_980_258),  // a late reply straddling the next command's first byte
+        6_516_639_812_896,  // a switch from the wrong encoding swallowed the next line
+        7_164_322_140_532,  // half a command left in the device's UART across a reconnect
+        6_171_563_162_926,  // an authentication's encoding switch in the middle of a reply
+        2_067_805_464_052,  // radio frames still in flight at the end (harness)
+        382_238_750_737,  // a slow link: the bound on virtual time is the queue's (harness)
+    ])
+    func formerFailures(seed: UInt64) async {
+        await Self.check(seed: seed)
+    }
+
     static func check(seed: UInt64) async {
         let report = await ChaosScenario(seed: seed).run()
         #expect(report.passed, "\(report.description)")
