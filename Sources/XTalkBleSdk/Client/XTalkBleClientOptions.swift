@@ -19,10 +19,12 @@ public typealias XTalkLogHandler = @Sendable (XTalkLogLevel, String) -> Void
 /// An option struct, so that new options never break existing callers.
 public struct XTalkBleClientOptions: Sendable {
     /// A connection that has not reached `atReady` by then fails with
-    /// `.timeout`, and the link is cancelled.
+    /// `.timeout`, and the link is cancelled. Must be greater than zero:
+    /// otherwise `connect(id:)` publishes `.failed(.connectionFailed(reason))`
+    /// naming it, and touches no link.
     public var connectTimeout: Duration
     /// The `events` stream keeps at most this many undelivered events (the
-    /// newest); `droppedEventCount` counts the rest.
+    /// newest); `droppedEventCount` counts the rest. Values below 1 mean 1.
     public var eventBufferLimit: Int
     /// Records below this level are not produced.
     public var logLevel: XTalkLogLevel

@@ -137,6 +137,11 @@ struct ConnectionStateMachine {
         case .idle, .scanning(started: false): break
         }
         state = .idle
+        guard connectTimeout > .zero else {
+            published.connectionState = .failed(.connectionFailed(
+                "invalid configuration: connectTimeout is \(connectTimeout) (it must be greater than zero)"))
+            return actions
+        }
         guard let result = published.scanResults.first(where: { $0.id == id }) else {
             published.connectionState = .failed(.deviceNotFound(id))
             return actions
