@@ -5,13 +5,14 @@ enum AuthenticationReplies {
     /// `+AUTH:0` or `+AUTH:1` followed by `OK`: whether a challenge is
     /// required; nil when the lines hold no valid answer (garbage, `ERROR`,
     /// silence: the probe may have used the wrong encoding).
+    ///
+    /// Lines are compared byte for byte (UTF-8), never as Unicode text: under
+    /// String's canonical equivalence "O" + KELVIN SIGN equals "OK", and a
+    /// combining mark after ":" hides the prefix "+CHAL:" (both found by fuzzing).
     static func probe(_ lines: [String]) -> Bool? {
-        for index in lines.indices.dropLast() where lines[index + 1] == "OK" {
-            switch lines[index] {
-            case "+AUTH:0": return false
-            case "+AUTH:1": return true
-            default: continue
-            }
+        for index in lines.indices.dropLast() where same(lines[index + 1], "OK") {
+            if same(lines[index], "+AUTH:0") { return false }
+            if same(lines[index], "+AUTH:1") { return true }
         }
         return nil
     }
@@ -24,12 +25,11 @@ enum AuthenticationReplies {
 
     /// The first `+CHAL:` line: `+CHAL:<8 hex id>,<128 hex signature>`.
     static func challenge(_ lines: [String]) -> Result<ChallengeReply, XTalkDeviceAuthError> {
-        guard let line = lines.first(where: { $0.hasPrefix("+CHAL:") }) else { return .failure(.challengeMissing) }
-        let body = line.dropFirst("+CHAL:".count)
-        if body == "ERR" { return .failure(.invalidChallenge) }
-        guard let comma = body.firstIndex(of: ",") else { return .failure(.malformedChallengeReply) }
+        guard let body = lines.lazy.compactMap({ rest($0, after: "+CHAL:") }).first else { return .failure(.challengeMissing) }
+        if body.elementsEqual("ERR".utf8) { return .failure(.invalidChallenge) }
+        guard let comma = body.firstIndex(of: UInt8(ascii: ",")) else { return .failure(.malformedChallengeReply) }
         guard let deviceID = hex32(body[..<comma]),
-              let signature = hexBytes(body[body.index(after: comma)...]), !signature.isEmpty
+              let signature = hexBytes(body[(comma + 1)...]), !signature.isEmpty
         else { return .failure(.malformedChallengeReply) }
         guard signature.count == 64 else { return .failure(.invalidSignatureLength(signature.count)) }
         return .success(ChallengeReply(deviceID: deviceID, signature: signature))
@@ -48,17 +48,18 @@ enum AuthenticationReplies {
     /// with a serial whose fields are in range (week 1–53, year 0–63,
     /// serial number 0–524287). Nil for anything else.
     static func identity(_ lines: [String]) -> IdentityReply? {
-        guard let line = lines.first(where: { $0.hasPrefix("+ID:") }) else { return nil }
-        let fields = line.dropFirst("+ID:".count).split(separator: ",", omittingEmptySubsequences: false)
+        guard let body = lines.lazy.compactMap({ rest($0, after: "+ID:") }).first else { return nil }
+        let fields = body.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false)
         guard fields.count == 3, let rawDeviceID = hex32(fields[0]) else { return nil }
         let source: XTalkDeviceIdentitySource
-        switch fields[1] {
-        case "EFUSE": source = .efuseSn
-        case "SN": source = .sn
-        default: return nil
+        if fields[1].elementsEqual("EFUSE".utf8) {
+            source = .efuseSn
+        } else if fields[1].elementsEqual("SN".utf8) {
+            source = .sn
+        } else {
+            return nil
         }
-        let serial = String(fields[2])
-        let characters = Array(serial.utf8)
+        let characters = Array(fields[2])
         guard characters.count == 12, characters[0] == UInt8(ascii: "X"), characters[1] == UInt8(ascii: "T"),
               characters[2...].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else { return nil }
@@ -69,19 +70,32 @@ enum AuthenticationReplies {
         let week = number(4..<6)
         let serialNumber = number(6..<12)
         guard year <= 63, (1...53).contains(week), serialNumber <= 0x7FFFF else { return nil }
-        return IdentityReply(rawDeviceID: rawDeviceID, source: source, serial: serial, year: year, week: week,
-                             serialNumber: UInt32(serialNumber))
+        return IdentityReply(rawDeviceID: rawDeviceID, source: source, serial: String(decoding: characters, as: UTF8.self),
+                             year: year, week: week, serialNumber: UInt32(serialNumber))
+    }
+
+    /// True when `line` is exactly `text`, byte for byte.
+    private static func same(_ line: String, _ text: StaticString) -> Bool {
+        line.utf8.elementsEqual(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    /// The bytes of `line` after `prefix`, when it starts with it byte for byte.
+    private static func rest(_ line: String, after prefix: String) -> ArraySlice<UInt8>? {
+        let bytes = Array(line.utf8)
+        let head = Array(prefix.utf8)
+        guard bytes.starts(with: head) else { return nil }
+        return bytes[head.count...]
     }
 
     /// Exactly 8 hex digits (either case).
-    static func hex32(_ text: Substring) -> UInt32? {
-        guard text.utf8.count == 8, let bytes = hexBytes(text) else { return nil }
+    static func hex32(_ text: some Collection<UInt8>) -> UInt32? {
+        guard text.count == 8, let bytes = hexBytes(text) else { return nil }
         return bytes.reduce(0) { $0 << 8 | UInt32($1) }
     }
 
     /// Even-length hex (either case); nil for anything else.
-    static func hexBytes(_ text: Substring) -> [UInt8]? {
-        let digits = Array(text.utf8)
+    static func hexBytes(_ text: some Collection<UInt8>) -> [UInt8]? {
+        let digits = Array(text)
         guard digits.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(digits.count / 2)

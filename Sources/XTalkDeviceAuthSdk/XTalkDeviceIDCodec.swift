@@ -61,9 +61,14 @@ public enum XTalkDeviceIDCodec {
 
 extension String {
     /// Drops leading and trailing whitespace and newlines (no Foundation needed).
+    /// Trims whitespace scalars, not characters: a space followed by a
+    /// combining mark is one Character that counts as whitespace, and would
+    /// hide the mark (found by fuzzing: " \u{301}1" parsed as 1).
     func trimmingWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0.isWhitespace }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(self[first...last])
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
+        else { return "" }
+        return String(scalars[first...last])
     }
 }

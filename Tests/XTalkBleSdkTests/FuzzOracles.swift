@@ -1,0 +1,746 @@
+import Foundation
+#if canImport(XTalkBleSdk)
+@testable import XTalkBleSdk
+#endif
+
+// The oracles of the `framer` and `receive` fuzz targets (Fuzz/README.md).
+//
+// This one file is compiled twice: into XTalkBleSdkTests, which replays every
+// seed of Fuzz/Corpus and every pinned crash through it, and by `Fuzz/run`
+// into the fuzzers, together with the SDK's protocol sources as one module
+// (hence the conditional import). A broken rule throws `FuzzOracleFailure`:
+// the fuzzer traps on it, the tests report it.
+//
+// The oracles are differential: a byte-at-a-time reference of PROTOCOL.md
+// sections 4–7 and of the channel's documented rules (stale tails, late
+// replies, deferred encoding switches, drains), written for clarity and
+// sharing no logic with the SDK (only its value types), must agree with the
+// SDK's incremental framer, classifier, field parser and AT channel for every
+// input, in every chunking. When a documented behaviour changes on purpose,
+// the reference changes with it; `swift test` replays the seeds to show it.
+
+/// A rule the SDK broke for one fuzz input.
+struct FuzzOracleFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Throws `FuzzOracleFailure(message)` unless `condition` holds.
+@inline(__always)
+func fuzzRequire(_ condition: Bool, _ message: @autoclosure () -> String) throws(FuzzOracleFailure) {
+    if !condition { throw FuzzOracleFailure(description: message()) }
+}
+
+/// The oracles of the byte-stream fuzz targets.
+enum StreamFuzzOracle {
+    static let maxLine = 4096
+    static let commandText = "AT+FUZZ"
+    static let sendPayloadHex = "48656C6C6F"
+    static let timeout: Duration = .seconds(10)
+
+    // MARK: Input
+
+    /// A fuzz input of the byte-stream targets: a 6-byte header, then the text
+    /// the device sends (decoded; the harness encodes it). Missing header bytes are 0.
+    ///
+    /// - byte 0, flags: bit 0 the device's encoding (0 plain, 1 xor); bits 1–2
+    ///   the operation waiting for an answer (`receive`: 0 and 3 `.automatic`,
+    ///   1 `.collectUntilTimeout`, 2 an RF send); bit 3 the device switches to
+    ///   the other encoding at the event cut (and the host follows,
+    ///   `setEncoding`); bit 4 `receive`: the operation's timer fires at the
+    ///   event cut instead of at the end, `framer`: `reset()` at the event cut;
+    ///   bit 5 the command is sent with `log: false`.
+    /// - byte 1: `n`; when n ≥ 0xC0, 80 × (n − 0xBF) filler bytes `A` (80 to
+    ///   5120) are inserted into the text: long lines from short inputs.
+    /// - byte 2: where the filler goes, as a fraction (n / 256) of the text.
+    /// - byte 3: seeds the pseudo-random chunking.
+    /// - byte 4: the submit cut (`receive`: bytes before it arrive while the
+    ///   channel is idle), as a fraction of the stream.
+    /// - byte 5: the event cut, as a fraction of the stream (not before the submit cut).
+    struct Input {
+        enum Operation { case automatic, collect, send }
+
+        let initialEncoding: XTalkAtEncoding
+        let finalEncoding: XTalkAtEncoding
+        let operation: Operation
+        let logs: Bool
+        let switchesEncoding: Bool
+        let cutAction: Bool
+        let chunkSeed: UInt64
+        /// The bytes as they arrive, encoded in the device's encoding of the moment.
+        let stream: [UInt8]
+        let submitCut: Int
+        let eventCut: Int
+
+        init(_ input: [UInt8]) {
+            func header(_ index: Int) -> UInt8 { index < input.count ? input[index] : 0 }
+            let flags = header(0)
+            initialEncoding = flags & 1 == 0 ? .plain : .xor
+            switch (flags >> 1) & 3 {
+            case 1: operation = .collect
+            case 2: operation = .send
+            default: operation = .automatic
+            }
+            switchesEncoding = flags & 8 != 0
+            finalEncoding = switchesEncoding ? (initialEncoding == .plain ? .xor : .plain) : initialEncoding
+            cutAction = flags & 16 != 0
+            logs = flags & 32 == 0
+            var text = input.count > 6 ? Array(input[6...]) : []
+            let pad = header(1) >= 0xC0 ? Int(header(1) - 0xBF) * 80 : 0
+            if pad > 0 {
+                let at = text.count * Int(header(2)) / 256
+                text.insert(contentsOf: repeatElement(UInt8(ascii: "A"), count: pad), at: at)
+            }
+            let submitCut = text.count * Int(header(4)) / 256
+            let eventCut = max(submitCut, text.count * Int(header(5)) / 256)
+            let before: UInt8 = initialEncoding == .plain ? 0 : 0x5A
+            let after: UInt8 = finalEncoding == .plain ? 0 : 0x5A
+            stream = text.enumerated().map { $0.element ^ ($0.offset < eventCut ? before : after) }
+            self.submitCut = submitCut
+            self.eventCut = eventCut
+            // The input itself also seeds the chunking, so that similar inputs split differently.
+            var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+            for byte in input { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+            chunkSeed = hash ^ UInt64(header(3))
+        }
+    }
+
+    /// How a stream is split into notifications.
+    enum Chunking: CaseIterable, CustomStringConvertible {
+        /// Each segment between cuts in one call.
+        case whole
+        case oneByte
+        /// Pseudo-random sizes up to a bound derived from the input; fed as a
+        /// non-contiguous collection, so the framer's copying path runs too.
+        case random
+
+        var description: String {
+            switch self {
+            case .whole: "whole"
+            case .oneByte: "one byte at a time"
+            case .random: "random chunks"
+            }
+        }
+    }
+
+    /// Splits segments of a stream according to a chunking (deterministic).
+    struct Chunker {
+        static let bounds = [2, 3, 5, 8, 20, 64, 182, 244, 509, 4095, 4096, 4097, 4098]
+        let chunking: Chunking
+        var state: UInt64
+        let bound: Int
+
+        init(_ chunking: Chunking, seed: UInt64) {
+            self.chunking = chunking
+            state = seed
+            bound = Self.bounds[Int(seed % UInt64(Self.bounds.count))]
+        }
+
+        /// SplitMix64.
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+
+        /// The chunks of `range`, in order.
+        mutating func split(_ range: Range<Int>) -> [Range<Int>] {
+            switch chunking {
+            case .whole: return range.isEmpty ? [] : [range]
+            case .oneByte: return range.map { $0..<($0 + 1) }
+            case .random:
+                var chunks: [Range<Int>] = []
+                var start = range.lowerBound
+                while start < range.upperBound {
+                    let size = 1 + Int(next() % UInt64(bound))
+                    let end = min(range.upperBound, start + size)
+                    chunks.append(start..<end)
+                    start = end
+                }
+                return chunks
+            }
+        }
+    }
+
+    // MARK: Reference framer (PROTOCOL.md section 4), one byte at a time
+
+    /// The framing rules, one byte at a time, written for clarity.
+    struct ReferenceFramer {
+        private(set) var key: UInt8
+        /// The raw bytes of the unterminated line (at most 4096, plus a CR that may start a CR LF).
+        private(set) var pending: [UInt8] = []
+        /// A switch of encoding discarded a partial line: up to the next LF, bytes are its rest, raw.
+        private(set) var discarding = false
+
+        init(encoding: XTalkAtEncoding) { key = encoding == .plain ? 0 : 0x5A }
+
+        var hasPartialLine: Bool { !pending.isEmpty || discarding }
+
+        /// `setEncoding`: the partial line is discarded; its rest, when it
+        /// comes, is raw. Whether the device is mid-line is judged in the new
+        /// encoding: after the last LF of the new encoding among the buffered
+        /// bytes, if there is one.
+        mutating func reset(encoding: XTalkAtEncoding) {
+            key = encoding == .plain ? 0 : 0x5A
+            if let lastLF = pending.lastIndex(of: 0x0A ^ key) {
+                discarding = lastLF != pending.count - 1
+            } else if !pending.isEmpty {
+                discarding = true
+            }
+            pending = []
+        }
+
+        /// A new stream (disconnection): nothing of the old one is kept.
+        mutating func reset() {
+            pending = []
+            discarding = false
+        }
+
+        mutating func push(_ raw: UInt8, into units: inout [FramedUnit]) {
+            let byte = raw ^ key
+            if byte == 0x0A {
+                defer {
+                    pending = []
+                    discarding = false
+                }
+                if discarding {
+                    units.append(.raw(Data(pending + [raw])))
+                    return
+                }
+                var decoded = pending.map { $0 ^ key }
+                if decoded.last == 0x0D { decoded.removeLast() }
+                if decoded.isEmpty { return }  // empty lines are ignored
+                if decoded.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0x09 }) {
+                    units.append(.line(String(decoding: decoded, as: UTF8.self)))
+                } else {
+                    units.append(.raw(Data(pending + [raw])))  // as received, terminator included
+                }
+                return
+            }
+            if pending.count == maxLine + 1 {
+                // A CR in position 4097 that was not followed by LF: the 4096 bytes
+                // overflowed, and the CR starts the next line.
+                units.append(.raw(Data(pending[0..<maxLine])))
+                pending = [pending[maxLine]]
+            } else if pending.count == maxLine {
+                if byte == 0x0D {
+                    pending.append(raw)  // maybe the first half of CR LF
+                    return
+                }
+                units.append(.raw(Data(pending)))
+                pending = []
+            }
+            pending.append(raw)
+        }
+    }
+
+    // MARK: Reference classifier (PROTOCOL.md section 5)
+
+    enum ReferenceClass: Equatable {
+        case radioFrame(Data, XTalkDiMeta)
+        case malformedRadioFrame
+        case crcError(XTalkDiMeta)
+        case malformedCrcError
+        case sendFinished(failure: String?)
+        case ready
+        case response(final: ReferenceFinal?)
+
+        var isUnsolicited: Bool {
+            if case .response = self { return false }
+            return true
+        }
+    }
+
+    enum ReferenceFinal: Equatable { case ok, error }
+
+    static func referenceClass(_ line: String) -> ReferenceClass {
+        let bytes = Array(line.utf8)
+        func starts(_ prefix: String) -> Bool { bytes.starts(with: prefix.utf8) }
+        if starts("+DI:") {
+            guard let (meta, payload) = referenceFields(bytes.dropFirst(4), radioFrame: true) else { return .malformedRadioFrame }
+            return .radioFrame(payload, meta)
+        }
+        if starts("+CRCERR:") {
+            guard let (meta, _) = referenceFields(bytes.dropFirst(8), radioFrame: false) else { return .malformedCrcError }
+            return .crcError(meta)
+        }
+        if starts("+SENDFIN:") {
+            let rest = Array(bytes.dropFirst(9))
+            if rest == Array("OK".utf8) { return .sendFinished(failure: nil) }
+            let reason = rest.starts(with: "FAIL,".utf8) ? rest.dropFirst(5) : rest[...]
+            return .sendFinished(failure: String(decoding: reason, as: UTF8.self))
+        }
+        if starts("+READY") { return .ready }
+        if starts("+CME ERROR:") || starts("+ERR:") || line == "ERROR" { return .response(final: .error) }
+        if line == "OK" { return .response(final: .ok) }
+        return .response(final: nil)
+    }
+
+    static let referenceKeys = ["cnt", "len", "slot", "snr", "rssi", "lsnr", "lrssi", "rsnr", "rrssi", "txp"]
+        .map { Array($0.utf8) }
+
+    /// The `key=value` fields: nil when malformed (no `=`, empty key, a known
+    /// key twice or not a decimal `Int`; for a radio frame, `data` missing,
+    /// twice, empty or not even-length hex, or `len` not its length).
+    static func referenceFields(_ text: ArraySlice<UInt8>, radioFrame: Bool) -> (XTalkDiMeta, Data)? {
+        var values = [Int?](repeating: nil, count: referenceKeys.count)
+        var payload: [UInt8]? = nil
+        for field in text.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+            guard let equals = field.firstIndex(of: UInt8(ascii: "=")), equals > field.startIndex else { return nil }
+            let key = Array(field[..<equals])
+            let value = Array(field[(equals + 1)...])
+            if radioFrame && key == Array("data".utf8) {
+                guard payload == nil, !value.isEmpty, let bytes = referenceHex(value) else { return nil }
+                payload = bytes
+            } else if let index = referenceKeys.firstIndex(of: key) {
+                guard values[index] == nil, let number = referenceInteger(value) else { return nil }
+                values[index] = number
+            }
+        }
+        let meta = XTalkDiMeta(
+            diCnt: values[0], len: values[1], slot: values[2], snr: values[3], rssi: values[4],
+            localSnr: values[5], localRssi: values[6], remoteSnr: values[7], remoteRssi: values[8], txp: values[9])
+        guard radioFrame else { return (meta, Data()) }
+        guard let payload, meta.len == nil || meta.len == payload.count else { return nil }
+        return (meta, Data(payload))
+    }
+
+    static func referenceInteger(_ text: [UInt8]) -> Int? {
+        let digits = text.first == UInt8(ascii: "-") ? text.dropFirst() : text[...]
+        guard !digits.isEmpty, digits.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return Int(String(decoding: text, as: UTF8.self))  // nil when out of range
+    }
+
+    static func referenceHex(_ text: [UInt8]) -> [UInt8]? {
+        func nibble(_ c: UInt8) -> UInt8? {
+            (lowerHexDigits.firstIndex(of: c) ?? upperHexDigits.firstIndex(of: c)).map { UInt8($0) }
+        }
+        guard text.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = 0
+        while index < text.count {
+            guard let high = nibble(text[index]), let low = nibble(text[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+
+    static let lowerHexDigits = Array("0123456789abcdef".utf8)
+    static let upperHexDigits = Array("0123456789ABCDEF".utf8)
+
+    /// `+DI:`/`+CRCERR:` text of a frame, with the fields in the given order.
+    static func encodeFields(_ meta: XTalkDiMeta, payload: Data?, reversed: Bool) -> String {
+        let known: [(String, Int?)] = [
+            ("cnt", meta.diCnt), ("len", meta.len), ("slot", meta.slot), ("snr", meta.snr), ("rssi", meta.rssi),
+            ("lsnr", meta.localSnr), ("lrssi", meta.localRssi), ("rsnr", meta.remoteSnr),
+            ("rrssi", meta.remoteRssi), ("txp", meta.txp),
+        ]
+        var fields = known.compactMap { key, value in value.map { "\(key)=\($0)" } }
+        fields.append("x-unknown=1")
+        if let payload {
+            // Lowercase, where the SDK writes uppercase: both are valid.
+            var digits: [UInt8] = []
+            for byte in payload { digits += [lowerHexDigits[Int(byte >> 4)], lowerHexDigits[Int(byte & 0xF)]] }
+            fields.append("data=" + String(decoding: digits, as: UTF8.self))
+        }
+        if reversed { fields.reverse() }
+        return fields.joined(separator: ",")
+    }
+
+    // MARK: Framer oracle
+
+    /// The `framer` target: the SDK's framer agrees with the reference in every chunking.
+    static func checkFramer(_ bytes: [UInt8]) throws(FuzzOracleFailure) {
+        let input = Input(bytes)
+        var reference = ReferenceFramer(encoding: input.initialEncoding)
+        var expected: [FramedUnit] = []
+        for (offset, byte) in input.stream.enumerated() {
+            if offset == input.eventCut { applyCut(input, to: &reference) }
+            reference.push(byte, into: &expected)
+        }
+        if input.stream.count == input.eventCut { applyCut(input, to: &reference) }
+        try checkUnits(expected, fed: input.stream.count, what: "reference")
+
+        for chunking in Chunking.allCases {
+            var framer = LineFramer(encoding: input.initialEncoding)
+            var units: [FramedUnit] = []
+            var chunker = Chunker(chunking, seed: input.chunkSeed)
+            func feed(_ range: Range<Int>) {
+                for chunk in chunker.split(range) {
+                    if chunking == .random {
+                        framer.feed(input.stream[chunk].lazy.map { $0 }, into: &units)
+                    } else {
+                        framer.feed(input.stream[chunk], into: &units)
+                    }
+                }
+            }
+            feed(0..<input.eventCut)
+            if input.cutAction { framer.reset() }
+            if input.switchesEncoding { framer.reset(encoding: input.finalEncoding) }
+            feed(input.eventCut..<input.stream.count)
+            try checkUnits(units, fed: input.stream.count, what: "\(chunking)")
+            try fuzzRequire(units == expected, "framer, \(chunking): \(firstDifference(units, expected))")
+            try fuzzRequire(framer.hasPartialLine == reference.hasPartialLine,
+                            "framer, \(chunking): hasPartialLine is \(framer.hasPartialLine), expected \(reference.hasPartialLine)")
+            try fuzzRequire(framer.encoding == input.finalEncoding, "framer, \(chunking): encoding is \(framer.encoding)")
+        }
+    }
+
+    private static func applyCut(_ input: Input, to reference: inout ReferenceFramer) {
+        if input.cutAction { reference.reset() }
+        if input.switchesEncoding { reference.reset(encoding: input.finalEncoding) }
+    }
+
+    /// Rules every unit sequence obeys, whatever the reference says.
+    static func checkUnits(_ units: [FramedUnit], fed: Int, what: String) throws(FuzzOracleFailure) {
+        var accounted = 0
+        for (index, unit) in units.enumerated() {
+            switch unit {
+            case .line(let line):
+                let bytes = Array(line.utf8)
+                try fuzzRequire(!bytes.isEmpty && bytes.count <= maxLine,
+                                "\(what): unit \(index) is a line of \(bytes.count) bytes")
+                try fuzzRequire(bytes.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x09 },
+                                "\(what): unit \(index) is a line with a non-printable byte: \(line.debugDescription)")
+                accounted += bytes.count + 1  // at least its LF
+            case .raw(let data):
+                try fuzzRequire(!data.isEmpty && data.count <= maxLine + 2,
+                                "\(what): unit \(index) is raw of \(data.count) bytes")
+                accounted += data.count
+            }
+        }
+        try fuzzRequire(accounted <= fed, "\(what): the units account for \(accounted) bytes, only \(fed) were fed")
+    }
+
+    // MARK: Receive oracle
+
+    /// What the AT channel must do with one stream while one operation waits
+    /// (PROTOCOL.md sections 5–7 and the channel's documented rules), one byte at a time.
+    struct ReferenceChannel {
+        enum Phase: Equatable { case idle, transaction, draining }
+        enum Completion: Equatable {
+            case succeed([String])
+            case fail(XTalkBleError)
+        }
+
+        let operation: Input.Operation
+        let logs: Bool
+        let text: String
+        var framer: ReferenceFramer
+        var phase = Phase.idle
+        var responseStarted = false
+        var accepted = false
+        var lines: [String] = []
+        var sawFinal = false
+        var sawRaw = false
+        /// The next unit completes a line that began before the command's write.
+        var stale = false
+        /// A stale reply line without its final code arrived: lines up to that
+        /// final code are the old reply's, not ours.
+        var staleReplyOpen = false
+        /// A `log: false` command ended and no operation began since.
+        var aftermath = false
+        /// An encoding switch asked for while the operation owned the wire.
+        var deferredEncoding: XTalkAtEncoding?
+        var events: [ChannelEvent] = []
+        var lineEvents = 0
+        /// Each completion, with the number of line events before it.
+        var completions: [(Completion, Int)] = []
+        /// Bytes pushed so far.
+        var offset = 0
+        /// Offsets at which a unit ended the operation and a deferred switch
+        /// took effect: from there on bytes decode in the new encoding.
+        var switchOffsets: [Int] = []
+
+        init(_ input: Input) {
+            operation = input.operation
+            logs = input.logs || operation == .send
+            text = operation == .send ? "AT+SEND=" + sendPayloadHex : commandText
+            framer = ReferenceFramer(encoding: input.initialEncoding)
+        }
+
+        mutating func push(_ byte: UInt8) {
+            var units: [FramedUnit] = []
+            framer.push(byte, into: &units)
+            offset += 1
+            for unit in units { self.unit(unit) }
+        }
+
+        mutating func submit() {
+            phase = .transaction
+            stale = framer.hasPartialLine
+            aftermath = false
+        }
+
+        mutating func setEncoding(_ encoding: XTalkAtEncoding) {
+            if phase == .transaction {
+                deferredEncoding = encoding
+            } else {
+                deferredEncoding = nil
+                framer.reset(encoding: encoding)
+                stale = false
+            }
+        }
+
+        /// The operation released the wire (idle or draining): a deferred switch applies.
+        private mutating func released(byUnit: Bool) {
+            guard let encoding = deferredEncoding else { return }
+            deferredEncoding = nil
+            framer.reset(encoding: encoding)
+            stale = false
+            if byUnit { switchOffsets.append(offset) }
+        }
+
+        private mutating func complete(_ completion: Completion, then next: Phase, byUnit: Bool) {
+            completions.append((completion, lineEvents))
+            if operation != .send && !logs { aftermath = true }
+            phase = next
+            released(byUnit: byUnit)
+        }
+
+        mutating func unit(_ unit: FramedUnit) {
+            let wasStale = stale
+            stale = false
+            switch unit {
+            case .raw(let data):
+                events.append(.raw(data))
+                if phase == .transaction && !wasStale { sawRaw = true }
+            case .line(let line):
+                let lineClass = referenceClass(line)
+                let sensitive = !lineClass.isUnsolicited
+                    && (phase == .transaction ? (operation != .send && !logs) : aftermath)
+                events.append(.line(line, sensitive: sensitive))
+                lineEvents += 1
+                switch lineClass {
+                case .radioFrame(let payload, let meta): events.append(.radioFrame(payload, meta))
+                case .crcError(let meta): events.append(.crcError(meta, line))
+                case .sendFinished(let failure):
+                    events.append(.sendFinished(line))
+                    // Only after the device accepted our frame: an earlier one is an older frame's.
+                    if phase == .transaction && operation == .send && accepted {
+                        let completion = failure.map { Completion.fail(.writeFailed("the radio could not send the frame: \($0)")) }
+                        complete(completion ?? .succeed([]), then: .idle, byUnit: true)
+                    }
+                case .malformedRadioFrame, .malformedCrcError, .ready: break
+                case .response(let final):
+                    if !wasStale {
+                        response(line, final: final)
+                    } else if phase == .transaction {
+                        staleReplyOpen = final == nil
+                    }
+                }
+            }
+        }
+
+        private mutating func response(_ line: String, final: ReferenceFinal?) {
+            guard phase == .transaction else { return }
+            let echo = !responseStarted && line == text
+            if staleReplyOpen && !echo {
+                if final != nil { staleReplyOpen = false }
+                return
+            }
+            staleReplyOpen = false
+            responseStarted = true
+            if echo { return }
+            switch operation {
+            case .automatic, .collect:
+                lines.append(line)
+                if final != nil { sawFinal = true }
+                if operation == .automatic && final != nil { complete(.succeed(lines), then: .idle, byUnit: true) }
+            case .send:
+                guard !accepted else { return }
+                switch final {
+                case .ok: accepted = true
+                case .error: complete(.fail(.writeFailed("the device rejected the frame: \(line)")), then: .idle, byUnit: true)
+                case nil: break
+                }
+            }
+        }
+
+        mutating func timerFired() {
+            guard phase == .transaction else { return }  // completed: the driver cancelled the timer
+            if operation == .collect {
+                let clean = sawFinal && !sawRaw && !framer.hasPartialLine
+                complete(.succeed(lines), then: clean ? .idle : .draining, byUnit: false)
+            } else {
+                complete(.fail(.timeout), then: .draining, byUnit: false)
+            }
+        }
+    }
+
+    /// What one run of the SDK's channel machine did.
+    struct ChannelRun: Equatable {
+        var actions: [ChannelAction] = []
+        var endedIdle = false
+        var endedDraining = false
+    }
+
+    /// The `receive` target: the AT channel, fed the stream in every chunking
+    /// with one operation waiting, agrees with the reference: the same events,
+    /// the operation completed once with the expected result after the
+    /// expected line, timers balanced, the same end state; every chunking acts
+    /// identically; and every parsed `+DI:`/`+CRCERR:` re-encodes to the same frame.
+    static func checkReceive(_ bytes: [UInt8]) throws(FuzzOracleFailure) {
+        let input = Input(bytes)
+
+        var model = ReferenceChannel(input)
+        for offset in 0..<input.submitCut { model.push(input.stream[offset]) }
+        model.submit()
+        for offset in input.submitCut..<input.eventCut { model.push(input.stream[offset]) }
+        if input.cutAction { model.timerFired() }
+        if input.switchesEncoding { model.setEncoding(input.finalEncoding) }
+        for offset in input.eventCut..<input.stream.count { model.push(input.stream[offset]) }
+        if !input.cutAction { model.timerFired() }
+
+        var first: ChannelRun? = nil
+        for chunking in Chunking.allCases {
+            // A switch deferred until the operation ended takes effect after the
+            // batch that ended it; to compare chunkings, notifications end there.
+            let run = try runChannel(input, chunking: chunking, alsoSplitAt: model.switchOffsets)
+            let events = run.actions.compactMap { action -> ChannelEvent? in
+                if case .emit(let event) = action { return event } else { return nil }
+            }
+            try fuzzRequire(events == model.events, "receive, \(chunking): \(firstDifference(events, model.events))")
+            var completions: [(ReferenceChannel.Completion, Int)] = []
+            var lineEvents = 0
+            for action in run.actions {
+                switch action {
+                case .emit(.line): lineEvents += 1
+                case .succeed(_, let lines): completions.append((.succeed(lines), lineEvents))
+                case .fail(_, let error): completions.append((.fail(error), lineEvents))
+                default: break
+                }
+            }
+            try fuzzRequire(completions.count == 1 && model.completions.count == 1
+                                && completions[0].0 == model.completions[0].0 && completions[0].1 == model.completions[0].1,
+                            "receive, \(chunking): completions \(completions), expected \(model.completions)")
+            try fuzzRequire(run.endedIdle == (model.phase == .idle) && run.endedDraining == (model.phase == .draining),
+                            "receive, \(chunking): ended idle \(run.endedIdle), draining \(run.endedDraining); expected \(model.phase)")
+            if let first {
+                try fuzzRequire(run == first, "receive: \(chunking) acted differently: \(firstDifference(run.actions, first.actions))")
+            } else {
+                first = run
+            }
+        }
+
+        for event in model.events {
+            switch event {
+            case .radioFrame(let payload, let meta):
+                try fuzzRequire(!payload.isEmpty && (meta.len == nil || meta.len == payload.count),
+                                "a radio frame of \(payload.count) bytes with len \(String(describing: meta.len))")
+                for reversed in [false, true] {
+                    let line = "+DI:" + encodeFields(meta, payload: payload, reversed: reversed)
+                    let again = LineClassifier.classify(line)
+                    try fuzzRequire(again == .radioFrame(payload, meta), "re-encoded \(line) classified as \(again)")
+                }
+                let hex = Hex.encode(payload)
+                try fuzzRequire(Hex.decode(Array(hex.utf8)) == Array(payload)
+                                    && Hex.decode(Array(hex.lowercased().utf8)) == Array(payload),
+                                "Hex round trip of \(hex)")
+            case .crcError(let meta, _):
+                for reversed in [false, true] {
+                    let line = "+CRCERR:" + encodeFields(meta, payload: nil, reversed: reversed)
+                    let again = LineClassifier.classify(line)
+                    try fuzzRequire(again == .crcError(meta), "re-encoded \(line) classified as \(again)")
+                }
+            case .line, .sendFinished, .raw:
+                break
+            }
+        }
+    }
+
+    /// Runs the SDK's channel machine over the stream, notifications also
+    /// ending at `alsoSplitAt`; checks the action protocol (one write, the
+    /// encoded command; timers started once, cancelled only while running).
+    static func runChannel(_ input: Input, chunking: Chunking, alsoSplitAt splits: [Int]) throws(FuzzOracleFailure) -> ChannelRun {
+        var channel = AtChannelStateMachine(encoding: input.initialEncoding)
+        var run = ChannelRun()
+        var live = Set<ChannelTimerID>()
+        var started = Set<ChannelTimerID>()
+        var writes = 0
+        func apply(_ actions: [ChannelAction]) throws(FuzzOracleFailure) {
+            for action in actions {
+                switch action {
+                case .startTimer(let id, _):
+                    try fuzzRequire(started.insert(id).inserted, "\(chunking): \(id) started twice")
+                    live.insert(id)
+                case .cancelTimer(let id):
+                    try fuzzRequire(live.remove(id) != nil, "\(chunking): \(id) cancelled but not running")
+                case .write: writes += 1
+                case .withdrawWrite, .grantSession:
+                    throw FuzzOracleFailure(description: "\(chunking): unexpected \(action)")
+                case .succeed, .fail, .emit: break
+                }
+            }
+            run.actions += actions
+        }
+        var chunker = Chunker(chunking, seed: input.chunkSeed)
+        var position = 0
+        func feed(to end: Int) throws(FuzzOracleFailure) {
+            while position < end {
+                let stop = min(end, splits.first { $0 > position } ?? end)
+                for chunk in chunker.split(position..<stop) {
+                    if chunking == .random {
+                        try apply(channel.bytesReceived(input.stream[chunk].lazy.map { $0 }))
+                    } else {
+                        try apply(channel.bytesReceived(input.stream[chunk]))
+                    }
+                }
+                position = stop
+            }
+        }
+
+        try feed(to: input.submitCut)
+        let submitted: [ChannelAction]
+        switch input.operation {
+        case .automatic, .collect:
+            (_, submitted) = channel.submitCommand(
+                commandText, timeout: timeout, mode: input.operation == .collect ? .collectUntilTimeout : .automatic,
+                log: input.logs, owner: nil)
+        case .send:
+            (_, submitted) = channel.submitSend(hexPayload: sendPayloadHex, timeout: timeout, owner: nil)
+        }
+        let text = input.operation == .send ? "AT+SEND=" + sendPayloadHex : commandText
+        let key: UInt8 = input.initialEncoding == .plain ? 0 : 0x5A
+        guard submitted.count == 2, case .startTimer(let timer, timeout) = submitted[0],
+              case .write(let write, let line) = submitted[1], line == Array((text + "\r\n").utf8).map({ $0 ^ key })
+        else { throw FuzzOracleFailure(description: "\(chunking): submitting acted \(submitted)") }
+        try apply(submitted)
+        try apply(channel.writeCompleted(write))
+        try feed(to: input.eventCut)
+        if input.cutAction && live.contains(timer) {
+            live.remove(timer)
+            try apply(channel.timerFired(timer))
+        }
+        if input.switchesEncoding { channel.setEncoding(input.finalEncoding) }
+        try feed(to: input.stream.count)
+        if !input.cutAction && live.contains(timer) {
+            live.remove(timer)
+            try apply(channel.timerFired(timer))
+        }
+        try fuzzRequire(writes == 1, "\(chunking): \(writes) writes")
+        try fuzzRequire(channel.encoding == input.finalEncoding, "\(chunking): the encoding is \(channel.encoding)")
+        run.endedIdle = channel.isIdle
+        run.endedDraining = channel.isDraining
+        // Idle: no timer left; draining: its quiet and bound timers.
+        try fuzzRequire(live.count == (run.endedDraining ? 2 : 0), "\(chunking): timers \(live) still running")
+
+        try apply(channel.disconnected(.notConnected))
+        try fuzzRequire(live.isEmpty, "\(chunking): timers \(live) still running after disconnection")
+        try fuzzRequire(channel.isClosed, "\(chunking): not closed after disconnection")
+        let late = channel.bytesReceived(input.stream)
+        try fuzzRequire(late.isEmpty, "\(chunking): bytes after disconnection acted \(late)")
+        return run
+    }
+
+    /// The first index where two sequences differ, for failure messages.
+    static func firstDifference<T: Equatable>(_ actual: [T], _ expected: [T]) -> String {
+        let index = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+            ?? min(actual.count, expected.count)
+        let got = index < actual.count ? "\(actual[index])" : "nothing"
+        let want = index < expected.count ? "\(expected[index])" : "nothing"
+        return "at \(index) of \(actual.count) (expected \(expected.count)): got \(got), expected \(want)"
+    }
+}
