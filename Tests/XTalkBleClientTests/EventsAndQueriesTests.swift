@@ -166,8 +166,10 @@ struct EventsAndQueriesTests {
         withObservationTracking {
             _ = client.connectionState
             _ = client.atReady
-        } onChange: {
+        } onChange: { [weak client] in
+            // Weak: the registration lives in the client; a strong capture would keep it forever.
             Task { @MainActor in
+                guard let client else { return }
                 counter.changes += 1
                 track(client, counter)
             }
