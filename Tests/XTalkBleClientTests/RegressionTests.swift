@@ -46,6 +46,31 @@ struct RegressionTests {
         await harness.finish()
     }
 
+    @Test("a line cut by a lost link is ended in the encoding it was written in, even after the app switched (chaos seed 39747521205007)")
+    func halfLineEndedInItsOwnEncoding() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.mtu = 23
+        device.firmware.partialLineTimeout = nil
+        let harness = ClientHarness(devices: [device])
+        await harness.connect()
+        let command = "AT+SEND=" + String(repeating: "AB", count: 60)
+        harness.peripheral.disconnect(afterHostBytes: harness.peripheral.hostBytesDelivered + 30)
+        let cut = harness.start { try await harness.client.runAtCommand(command) }
+        await harness.advance(.milliseconds(300))
+        await #expect(throws: XTalkBleError.notConnected) { try await cut.value }
+        // While disconnected the app tries the other encoding, then comes back to the device's.
+        let own = harness.client.atEncoding
+        harness.client.setAtEncoding(own == .xor ? .plain : .xor)
+        await harness.connect()
+        harness.client.setAtEncoding(own)
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=next") }
+        #expect(lines == ["+PING:next", "OK"], "got \(lines)")
+        #expect(harness.peripheral.processedCommands.last == "AT+PING=next")
+        #expect(harness.peripheral.processedCommands.dropLast().last?.hasPrefix("AT+SEND=ABAB") == true,
+                "the half line was ended on its own, in its own encoding")
+        await harness.finish()
+    }
+
     @Test("a clean reconnect starts at once: only a connection that still owed answers is quarantined")
     func cleanReconnectIsFast() async throws {
         let harness = ClientHarness()

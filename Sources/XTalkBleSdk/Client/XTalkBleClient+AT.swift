@@ -16,12 +16,16 @@ final class Passthrough {
     var waiters: [ChannelRequestID: CheckedContinuation<[String], any Error>] = [:]
     /// Lines written with `writeThroughPump` (benchmarks).
     var rawWrites: UInt64 = 0
+    /// The encoding of the newest line handed to the pump: the one a lost
+    /// link may cut (an encoding switch applies between operations).
+    var lineEncoding: XTalkAtEncoding
 
     init(peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding, writeType: BleWriteType) {
         self.peripheral = peripheral
         self.generation = generation
         channel = AtChannelStateMachine(encoding: encoding)
         pump = PassthroughWritePump(writeType: writeType)
+        lineEncoding = encoding
     }
 
     static let tx = BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughTX)
@@ -175,12 +179,14 @@ extension XTalkBleClient {
         owedAnswers = nil
         // The last connection dropped in the middle of one of our lines: the
         // device's UART still holds its first half, which would corrupt the
-        // next command. End that line (the device answers it, maybe ERROR)
-        // and keep its answer out of the first command's response.
-        if lineCutOff == peripheral {
+        // next command. End that line as it would have ended, in the encoding
+        // it was written in (the app may have switched since), and keep the
+        // device's answer (maybe ERROR) out of the first command's response.
+        if let cut = lineCutOff, cut.peripheral == peripheral {
             log(.info, "ending the half line the previous connection cut off")
             link.rawWrites += 1
-            link.pump.enqueue(ChannelWriteID(raw: UInt64.max - link.rawWrites), link.channel.encoding.encodeLine(""))
+            link.pump.enqueue(ChannelWriteID(raw: UInt64.max - link.rawWrites), cut.encoding.encodeLine(""))
+            link.lineEncoding = cut.encoding
             quarantine = max(quarantine, AtChannelStateMachine.defaultDrainBound)
         }
         lineCutOff = nil
@@ -199,7 +205,7 @@ extension XTalkBleClient {
         }
         // Whether the device got our last line whole is unknowable when the link
         // dropped while a line was going out (handed to the platform is not delivered).
-        lineCutOff = link.pump.isBusy || link.channel.isWriting ? link.peripheral : nil
+        lineCutOff = link.pump.isBusy || link.channel.isWriting ? (link.peripheral, link.lineEncoding) : nil
         perform(link.channel.disconnected(error), on: link)
         // Nothing of this connection is delivered after it ended, even what is already queued.
         discardDeliveries(of: link.generation)
@@ -275,6 +281,7 @@ extension XTalkBleClient {
             switch action {
             case .write(let id, let bytes):
                 link.pump.enqueue(id, bytes)
+                link.lineEncoding = link.channel.writeEncoding
                 pump = true
             case .withdrawWrite(let id):
                 if link.pump.withdraw(id) { perform(link.channel.writeWithdrawn(id), on: link) }

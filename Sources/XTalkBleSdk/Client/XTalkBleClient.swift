@@ -72,8 +72,9 @@ public final class XTalkBleClient: NSObject {
     /// A connection that ended while the device still owed answers: until
     /// when, so that a reconnect to it starts in quarantine.
     var owedAnswers: (peripheral: UUID, until: Duration)?
-    /// The device whose last connection dropped in the middle of one of our lines.
-    var lineCutOff: UUID?
+    /// The device whose last connection dropped in the middle of one of our
+    /// lines, and the encoding that line was written in.
+    var lineCutOff: (peripheral: UUID, encoding: XTalkAtEncoding)?
     /// Observers in registration order, each kind apart (a token fits only its own kind).
     var atLineObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
     var sendFinishObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []

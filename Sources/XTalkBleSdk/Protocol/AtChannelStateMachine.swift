@@ -182,6 +182,10 @@ struct AtChannelStateMachine {
     /// The encoding of the next operation (a switch may wait for the current one).
     var encoding: XTalkAtEncoding { pendingEncoding ?? framer.encoding }
 
+    /// The encoding `.write` actions are in now (a switch asked for during an
+    /// operation applies once it ends).
+    var writeEncoding: XTalkAtEncoding { framer.encoding }
+
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
         if case .idle = state { return queue.isEmpty && activeSession == nil }
