@@ -79,6 +79,10 @@ public final class XTalkSimulatedPeripheral {
     /// Notification bytes delivered to the host on the current connection.
     public var deviceBytesDelivered: Int { link?.deviceBytesDelivered ?? 0 }
 
+    /// Bytes the device produced that still wait to leave as notifications
+    /// on the current connection.
+    public var deviceBytesQueued: Int { link?.deviceBytesQueued ?? 0 }
+
     // MARK: Radio traffic and raw output
 
     /// The radio receives a frame: the firmware emits a `+DI:` line for it

@@ -617,4 +617,27 @@ struct SimulatedLinkBufferTests {
         #expect(probe.peripheral.droppedNotificationBytes == 50)
         probe.finish()
     }
+
+    @Test("deviceBytesQueued counts what still waits for a connection event, down to zero")
+    func queuedBytes() async {
+        var device = XTalkSimulatedDevice()
+        device.link.mtu = 23
+        device.link.connectionInterval = .milliseconds(30)
+        device.link.packetsPerConnectionEvent = 1
+        device.link.notificationSplit = .packed
+        let probe = CentralProbe(devices: [device])
+        await probe.connectAndSubscribe()
+        #expect(probe.peripheral.deviceBytesQueued == 0)
+        probe.peripheral.emitRawBytes(Array(repeating: 0x41, count: 100))
+        #expect(probe.peripheral.deviceBytesQueued == 100)
+        // One 20-byte notification per 30 ms event.
+        await probe.advance(.milliseconds(45))
+        let queued = probe.peripheral.deviceBytesQueued
+        #expect(queued < 100 && queued > 0, "queued \(queued)")
+        #expect(queued + probe.notifications.joined().count == 100)
+        await probe.advance(.milliseconds(200))
+        #expect(probe.peripheral.deviceBytesQueued == 0)
+        #expect(probe.notifications.joined().count == 100)
+        probe.finish()
+    }
 }

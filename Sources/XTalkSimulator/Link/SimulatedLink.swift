@@ -40,6 +40,8 @@ final class SimulatedLink {
     /// When host bytes first and last reached the device (benchmarks: link utilisation).
     private(set) var hostDeliveryWindow: (first: Duration, last: Duration)?
     private(set) var deviceBytesDelivered = 0
+    /// Device bytes not yet notified.
+    var deviceBytesQueued: Int { downlink.count }
     var disconnectAfterHostBytes: Int?
     var disconnectAfterDeviceBytes: Int?
 
