@@ -36,6 +36,8 @@ package final class ChaosScenario {
     private var eventCount = 0
     private var eventsAtTeardown: Int?
     private var receivedFrames: [UInt32] = []
+    /// The `.passthroughRaw` events' bytes, in order.
+    private var rawUnits: [Data] = []
     private var streamReader: Task<Int, Never>?
 
     // What may excuse a lost radio frame.
@@ -361,8 +363,9 @@ package final class ChaosScenario {
 
     private func observe(_ event: XTalkBleEvent) {
         eventCount += 1
-        if traceTraffic, case .passthroughRaw(let data) = event {
-            note("raw " + data.map { String(format: "%02X", $0) }.joined())
+        if case .passthroughRaw(let data) = event {
+            if traceTraffic { note("raw " + data.map { String(format: "%02X", $0) }.joined()) }
+            rawUnits.append(data)
         }
         if let frozen = eventsAtTeardown, eventCount > frozen {
             violation("an event after teardown(): \(event)")
@@ -425,6 +428,38 @@ package final class ChaosScenario {
         return late
     }
 
+    /// True when `lines` are the device's `ERROR` (after its echo, when it
+    /// echoes) to the call's command as the device received it: behind the
+    /// tail of text the client wrote in the wrong encoding (where the
+    /// device's line end did not fall; the device cannot know better). The
+    /// device's own answer to that line, not a mix-up. Any other bytes in
+    /// front of a command (half a command the client left, say) still count
+    /// as a violation.
+    private func isAnswerToDamagedCommand(_ lines: [String], of call: ChaosCall, position: Int) -> Bool {
+        guard position < call.tokens.count, lines.last == "ERROR", lines.count <= 2 else { return false }
+        let command = Array(("AT+PING=" + call.tokens[position]).utf8)
+        let damaged = peripheral.processedCommands.filter { processed in
+            let bytes = Array(processed.utf8)
+            guard bytes.count > command.count, bytes.suffix(command.count).elementsEqual(command) else { return false }
+            // plain and xor differ by 0x5A: the front, read in the other encoding, is what the client wrote.
+            let written = bytes.dropLast(command.count).map { $0 ^ 0x5A }
+            return written.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x0D || $0 == 0x0A } && written.suffix(2) == [0x0D, 0x0A]
+        }
+        return lines.count == 1 ? !damaged.isEmpty : damaged.contains(lines[0])
+    }
+
+    /// True when `lines` are the call's reply without its `+PING:` line, and
+    /// the app received that line inside a raw unit: the device's notification
+    /// buffer overflowed (a line-noise flood) and lost the end of the line in
+    /// front of it, so the two reached the app as one unprintable line. Data
+    /// the device lost, delivered as raw, not lost by the SDK.
+    private func lostReplyLine(_ lines: [String], of call: ChaosCall, position: Int) -> Bool {
+        guard position < call.tokens.count, lines == ["OK"], peripheral.droppedNotificationBytes > droppedAtStart else { return false }
+        let key: UInt8 = firmwareEncoding == .xor ? 0x5A : 0
+        let encoded = Data(("+PING:" + call.tokens[position] + "\r\n").utf8.map { $0 ^ key })
+        return rawUnits.contains { $0.count > encoded.count && $0.suffix(encoded.count) == encoded }
+    }
+
     /// True when an earlier call of the same connection may still be owed a
     /// reply (it failed, or was no-wait, or authenticated with probes that may
     /// time out): a late reply could then answer this call.
@@ -449,10 +484,20 @@ package final class ChaosScenario {
         for call in calls where call.completions == 0 {
             violation("#\(call.id) \(call.what) never finished (hang)")
         }
-        // Let frames still in flight arrive: until a virtual second passes with no event.
+        // Let frames still in flight arrive: the device's notification queue
+        // empties (a slow link takes as long as one byte per connection event
+        // at worst), then a virtual second passes with no event.
+        let link = peripheral.device.link
+        let drained = clock.elapsed + link.connectionInterval * peripheral.deviceBytesQueued + .seconds(10)
+        while peripheral.deviceBytesQueued > 0 && clock.elapsed < drained {
+            await clock.advance(by: .milliseconds(100))
+        }
+        if peripheral.deviceBytesQueued > 0 {
+            violation("the device's \(peripheral.deviceBytesQueued) queued notification bytes never left (link stalled)")
+        }
         var quietSince = clock.elapsed
         var seen = eventCount
-        while clock.elapsed - quietSince < .seconds(1) && clock.elapsed < deadline + .seconds(60) {
+        while clock.elapsed - quietSince < .seconds(1) && clock.elapsed < drained + .seconds(60) {
             await clock.advance(by: .milliseconds(100))
             if eventCount != seen {
                 seen = eventCount
@@ -468,6 +513,8 @@ package final class ChaosScenario {
             let anything = encodingTrouble && isExposed(call)
             let late = { (lines: [String], position: Int, prefixOnly: Bool) -> Bool in
                 anything || self.isLateReply(lines, to: call, position: position, prefixOnly: prefixOnly)
+                    || self.isAnswerToDamagedCommand(lines, of: call, position: position)
+                    || self.lostReplyLine(lines, of: call, position: position)
             }
             if let problem = call.check(expectedDeviceID: expectedDeviceID, serial: expectedSerial, appEndedWork: appEndedWork,
                                         lateReply: late) {

@@ -32,6 +32,10 @@ struct ChaosTests {
         6_171_563_162_926,  // an authentication's encoding switch in the middle of a reply
         2_067_805_464_052,  // radio frames still in flight at the end (harness)
         382_238_750_737,  // a slow link: the bound on virtual time is the queue's (harness)
+        39_747_521_205_007,  // a cut line ended in the encoding the app switched to, not its own
+        8_019_050_458_150,  // one byte per packet: frames still queued in the device at the end (harness)
+        11_265_425_403_637,  // the device's ERROR to a command behind wrong-encoding bytes (harness)
+        14_543_653_578_352,  // a reply line the device's overflowing buffer glued to noise (harness)
     ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)
