@@ -98,6 +98,11 @@ final class ClientHarness {
         events.compactMap { if case .atLine(let line) = $0 { line } else { nil } }
     }
 
+    /// The `.passthroughRaw` events' bytes.
+    var raw: [Data] {
+        events.compactMap { if case .passthroughRaw(let data) = $0 { data } else { nil } }
+    }
+
     /// Tears everything down and checks that no timer is left pending.
     func finish() async {
         client.teardown()

@@ -71,6 +71,25 @@ struct RegressionTests {
         await harness.finish()
     }
 
+    @Test("switching to the encoding already in use and then to the right one: the next reply keeps its first line (chaos seed 52284421341994)")
+    func repeatedSwitchKeepsNextReply() async throws {
+        var device = ClientHarness.fastDevice()
+        device.firmware.encoding = .plain
+        let harness = ClientHarness(devices: [device])
+        harness.client.setAtEncoding(.xor)  // the wrong one
+        await harness.connect()
+        // A whole plain line, read as xor: no xor line end in it, so the framer holds it all.
+        harness.peripheral.receiveRadioFrame(Data([1, 2, 3]))
+        await harness.advance(.milliseconds(100))
+        // An authentication sets the encoding it probes first (the same), then the app the right one.
+        harness.client.setAtEncoding(.xor)
+        harness.client.setAtEncoding(.plain)
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=next") }
+        #expect(lines == ["+PING:next", "OK"], "got \(lines)")
+        #expect(!harness.raw.contains(Data("+PING:next\r\n".utf8)), "the reply's first line went raw")
+        await harness.finish()
+    }
+
     @Test("a clean reconnect starts at once: only a connection that still owed answers is quarantined")
     func cleanReconnectIsFast() async throws {
         let harness = ClientHarness()

@@ -779,9 +779,7 @@ struct AtChannelStateMachineTests {
         #expect(h.outcomes[first] == .success(["+VER:2.1.0", "OK"]))
         #expect(h.writes.count == 2)
         #expect(h.writes.last?.1 == Array("AT\r\n".utf8), "written in plain")
-        h.completeWrites()
-        h.receiveBytes(XTalkAtEncoding.plain.encodeText("OK\r\n"))
-        #expect(h.outcomes[second] == .success(["OK"]))
+        #expect(h.outcomes[second] == nil)
     }
 
     @Test("a switch asked for during a transaction that times out applies when the drain starts")

@@ -177,17 +177,16 @@ enum StreamFuzzOracle {
 
         var hasPartialLine: Bool { !pending.isEmpty || discarding }
 
+        /// The last byte of the stream (encoded), if any.
+        private(set) var lastByte: UInt8?
+
         /// `setEncoding`: the partial line is discarded; its rest, when it
         /// comes, is raw. Whether the device is mid-line is judged in the new
-        /// encoding: after the last LF of the new encoding among the buffered
-        /// bytes, if there is one.
+        /// encoding: the device's encoding never changes, so it is mid-line
+        /// unless the last byte it sent is the new encoding's LF.
         mutating func reset(encoding: XTalkAtEncoding) {
             key = encoding == .plain ? 0 : 0x5A
-            if let lastLF = pending.lastIndex(of: 0x0A ^ key) {
-                discarding = lastLF != pending.count - 1
-            } else if !pending.isEmpty {
-                discarding = true
-            }
+            if let lastByte { discarding = lastByte != 0x0A ^ key }
             pending = []
         }
 
@@ -195,9 +194,11 @@ enum StreamFuzzOracle {
         mutating func reset() {
             pending = []
             discarding = false
+            lastByte = nil
         }
 
         mutating func push(_ raw: UInt8, into units: inout [FramedUnit]) {
+            lastByte = raw
             let byte = raw ^ key
             if byte == 0x0A {
                 defer {

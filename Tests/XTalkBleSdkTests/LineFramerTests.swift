@@ -140,12 +140,42 @@ struct LineFramerTests {
         framer.feed(xored(ascii("ta=AB\r\nOK\r\n")), into: &units)
         #expect(units == [.raw(Data(xored(ascii("ta=AB\r\n")))), .line("OK")])
         #expect(!framer.hasPartialLine)
-        // Without a partial line, a reset leaves the next line whole.
+        // After the device's own line end, a reset (to its encoding) leaves the next line whole.
+        units = []
+        framer.reset(encoding: .xor)
+        #expect(!framer.hasPartialLine)
+        framer.feed(xored(ascii("OK\r\n")), into: &units)
+        #expect(units == [.line("OK")])
+    }
+
+    @Test("a line end only the old encoding saw: after the switch the device is mid-line, and its rest is raw")
+    func resetAfterFalseLineEnd() {
+        // A plain device read as xor: its "P" (0x50) is the xor line end. "+P" ends a unit there,
+        // but the device is in the middle of "+PING:t1"; in plain, its rest is no line of its own.
+        var framer = LineFramer(encoding: .xor)
+        var units: [FramedUnit] = []
+        framer.feed(ascii("+P"), into: &units)
+        #expect(units.count == 1 && !framer.hasPartialLine, "a unit ended at the xor line end")
         units = []
         framer.reset(encoding: .plain)
+        #expect(framer.hasPartialLine, "judged in plain, the last byte is no line end")
+        framer.feed(ascii("ING:t1\r\nOK\r\n"), into: &units)
+        #expect(units == [.raw(Data(ascii("ING:t1\r\n"))), .line("OK")])
+    }
+
+    @Test("switching twice: the second switch judges the same last byte in its own encoding (chaos seed 52284421341994)")
+    func resetTwice() {
+        // A plain device read as xor: a whole plain line has no xor line end, so it stays buffered.
+        var framer = LineFramer(encoding: .xor)
+        var units: [FramedUnit] = []
+        framer.feed(ascii("+DI:cnt=1,len=1,data=01\r\n"), into: &units)
+        #expect(units.isEmpty)
+        framer.reset(encoding: .xor)  // the same encoding: the buffer is discarded, the device seems mid-line
+        #expect(framer.hasPartialLine)
+        framer.reset(encoding: .plain)  // the device's: its last byte was its line end
         #expect(!framer.hasPartialLine)
-        framer.feed(ascii("OK\r\n"), into: &units)
-        #expect(units == [.line("OK")])
+        framer.feed(ascii("+PING:x\r\nOK\r\n"), into: &units)
+        #expect(units == [.line("+PING:x"), .line("OK")])
     }
 
     @Test("after a switch from the wrong encoding, the device's line end inside the buffer counts (chaos seed 6516639812896)")

@@ -36,6 +36,7 @@ struct ChaosTests {
         8_019_050_458_150,  // one byte per packet: frames still queued in the device at the end (harness)
         11_265_425_403_637,  // the device's ERROR to a command behind wrong-encoding bytes (harness)
         14_543_653_578_352,  // a reply line the device's overflowing buffer glued to noise (harness)
+        52_284_421_341_994,  // two switches: the second judged mid-line by the first's bytes, a reply line went raw
     ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)

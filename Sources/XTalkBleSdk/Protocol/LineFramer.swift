@@ -41,21 +41,23 @@ struct LineFramer {
     /// discarded one is still to come.
     var hasPartialLine: Bool { !pending.isEmpty || discarding }
 
+    /// The last byte received on this stream, still encoded.
+    private var lastByte: UInt8?
+
     /// Switches the encoding and discards the buffered partial line. The rest
     /// of that line, when it arrives, is delivered as `.raw`: a fragment is
     /// not a line (it would otherwise pose as one, e.g. the tail of a `+DI:`).
     ///
     /// Whether the device is in the middle of a line is judged in the new
-    /// encoding: bytes buffered under the old one (garbage, when it was the
-    /// wrong one) may hold the device's line end; then only what follows the
-    /// last one is an unfinished line.
+    /// encoding, from the last byte received: unless it is the new
+    /// encoding's line end, the device's next bytes continue a line. Bytes
+    /// read under the old encoding (garbage, when it was the wrong one) may
+    /// hold the device's line end where the old one saw none, or look like a
+    /// line end where the device had none; and a switch to the encoding
+    /// already in use re-judges nothing but the same bytes.
     mutating func reset(encoding: XTalkAtEncoding) {
         self.encoding = encoding
-        if let last = pending.lastIndex(of: 0x0A ^ encoding.key) {
-            discarding = last < pending.count - 1
-        } else if !pending.isEmpty {
-            discarding = true
-        }
+        if let lastByte { discarding = lastByte != 0x0A ^ encoding.key }
         pending.removeAll(keepingCapacity: true)
     }
 
@@ -63,6 +65,7 @@ struct LineFramer {
     /// the next bytes start a new stream).
     mutating func reset() {
         discarding = false
+        lastByte = nil
         pending.removeAll(keepingCapacity: true)
     }
 
@@ -80,7 +83,8 @@ struct LineFramer {
         let lf = 0x0A ^ key
         var start = 0
         let end = buffer.count
-        guard let base = buffer.baseAddress else { return }
+        guard let base = buffer.baseAddress, end > 0 else { return }
+        lastByte = base[end - 1]
         while start < end {
             // Scan the still-encoded bytes for the encoded LF (memchr: vectorised,
             // and no per-byte decode is needed to find lines).
