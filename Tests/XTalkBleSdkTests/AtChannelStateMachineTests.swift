@@ -324,7 +324,7 @@ struct AtChannelStateMachineTests {
         #expect(h.completionCount[id] == 1)
     }
 
-    @Test("a new connection's channel can start in quarantine until an old deadline")
+    @Test("a new connection's channel can start in quarantine until an old deadline, and quiet after it")
     func quarantine() {
         var h = ChannelHarness()
         h.apply(h.machine.quarantine(for: .seconds(2)))
@@ -335,9 +335,26 @@ struct AtChannelStateMachineTests {
         #expect(h.writes.isEmpty)
         h.receive("+OLD:1\r\nOK\r\n")  // the old connection's late answer
         h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writes.isEmpty, "quiet, but the old connection may answer until its deadline (chaos seed 77506870019032)")
+        h.receive("+OLD:2\r\nOK\r\n")  // another old command's answer, still before the deadline
+        h.fire(.seconds(2))
+        #expect(h.writes.isEmpty, "the deadline passed, but a line came less than the quiet period ago")
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
         #expect(h.writtenLines == ["AT+NEW\r\n"])
+        #expect(h.liveTimers.count == 1, "only the command's own timer; the bound was cancelled: \(h.liveTimers)")
         h.receive("+NEW:1\r\nOK\r\n")
         #expect(h.outcomes[id] == .success(["+NEW:1", "OK"]))
+        // Quiet all along: the quarantine ends at the deadline.
+        var quiet = ChannelHarness()
+        quiet.apply(quiet.machine.quarantine(for: .seconds(2)))
+        let next = quiet.command("AT")
+        quiet.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(quiet.writes.isEmpty)
+        quiet.fire(.seconds(2))
+        #expect(quiet.writtenLines == ["AT\r\n"])
+        #expect(quiet.liveTimers.count == 1, "only the command's own timer: \(quiet.liveTimers)")
+        quiet.receive("OK\r\n")
+        #expect(quiet.outcomes[next] == .success(["OK"]))
         var idle = ChannelHarness()
         let none = idle.machine.quarantine(for: .zero)
         #expect(none.isEmpty)

@@ -126,6 +126,10 @@ struct AtChannelStateMachine {
         /// it yet, and the quarantine starts once it is fully written.
         var quietTimer: ChannelTimerID?
         var boundTimer: ChannelTimerID?
+        /// A quarantine's deadline: the device may answer the previous
+        /// connection until then, so quiet before it does not end the drain.
+        /// When it is set and `quietTimer` is nil, the quiet period has passed.
+        var floorTimer: ChannelTimerID?
     }
 
     private enum State {
@@ -224,9 +228,10 @@ struct AtChannelStateMachine {
     mutating func quarantine(for remaining: Duration) -> [ChannelAction] {
         guard case .idle = state, remaining > .zero else { return [] }
         var actions: [ChannelAction] = []
-        let quiet = startTimer(max(drainQuiet, remaining), into: &actions)
+        let floor = startTimer(remaining, into: &actions)
+        let quiet = startTimer(drainQuiet, into: &actions)
         let bound = startTimer(remaining + drainBound, into: &actions)
-        state = .draining(Drain(quietTimer: quiet, boundTimer: bound))
+        state = .draining(Drain(quietTimer: quiet, boundTimer: bound, floorTimer: floor))
         return actions
     }
 
@@ -426,15 +431,29 @@ struct AtChannelStateMachine {
         case .draining(var drain):
             if drain.boundTimer == id {
                 if let quiet = drain.quietTimer { actions.append(.cancelTimer(quiet)) }
+                if let floor = drain.floorTimer { actions.append(.cancelTimer(floor)) }
                 becomeIdle(into: &actions)
             } else if drain.quietTimer == id {
                 if framer.hasPartialLine {
                     // A line is still arriving: it is not quiet yet.
                     drain.quietTimer = startTimer(drainQuiet, into: &actions)
                     state = .draining(drain)
+                } else if drain.floorTimer != nil {
+                    // Quiet, but the previous connection's answers may still come.
+                    drain.quietTimer = nil
+                    state = .draining(drain)
                 } else {
                     if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
                     becomeIdle(into: &actions)
+                }
+            } else if drain.floorTimer == id {
+                drain.floorTimer = nil
+                if drain.quietTimer == nil {
+                    // Quiet already: the quarantine is over.
+                    if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
+                    becomeIdle(into: &actions)
+                } else {
+                    state = .draining(drain)
                 }
             }
         case .idle, .transaction, .isolation, .closed:
@@ -514,6 +533,7 @@ struct AtChannelStateMachine {
         case .draining(let drain):
             if let quiet = drain.quietTimer { actions.append(.cancelTimer(quiet)) }
             if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
+            if let floor = drain.floorTimer { actions.append(.cancelTimer(floor)) }
         case .idle:
             break
         }
@@ -662,8 +682,12 @@ struct AtChannelStateMachine {
     }
 
     private mutating func restartQuiet(_ drain: inout Drain, into actions: inout [ChannelAction]) {
-        guard let quiet = drain.quietTimer else { return }  // still writing: the clock has not started
-        actions.append(.cancelTimer(quiet))
+        if let quiet = drain.quietTimer {
+            actions.append(.cancelTimer(quiet))
+        } else if drain.floorTimer == nil {
+            return  // still writing: the clock has not started
+        }
+        // (A quarantine that had been quiet before its deadline is not quiet any more.)
         drain.quietTimer = startTimer(drainQuiet, into: &actions)
     }
 
