@@ -41,6 +41,13 @@ final class ChaosCall {
     var epoch = 0
     var task: Task<Void, Never>?
     var cancelled = false
+    /// Whether the client's encoding is not the device's now (set by the scenario).
+    var inWrongEncoding: (@MainActor () -> Bool)?
+    /// The client's encoding was not the device's when the call was made.
+    var madeInWrongEncoding = false
+    /// ... and still not when it completed: it ran in the wrong encoding, so
+    /// its lines were decoded from the wrong bytes (noise may read as a line).
+    private(set) var ranInWrongEncoding = false
     private(set) var completions = 0
     private(set) var outcome: Result<Success, any Error>?
 
@@ -73,6 +80,7 @@ final class ChaosCall {
     private func record(_ result: Result<Success, any Error>) {
         completions += 1
         outcome = result
+        if madeInWrongEncoding, inWrongEncoding?() == true { ranInWrongEncoding = true }
     }
 
     /// The AT response lines this call was owed, if it is a ping.

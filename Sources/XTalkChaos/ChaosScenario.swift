@@ -341,6 +341,9 @@ package final class ChaosScenario {
 
     private func add(_ call: ChaosCall) {
         call.epoch = peripheral.connections
+        // (Asynchronous calls complete later, on the main actor: after this.)
+        call.madeInWrongEncoding = client.atEncoding != firmwareEncoding
+        call.inWrongEncoding = { [unowned self] in self.client.atEncoding != self.firmwareEncoding }
         note("#\(call.id) \(call.what)")
         calls.append(call)
     }
@@ -510,7 +513,10 @@ package final class ChaosScenario {
             // After a command went unanswered and an encoding was switched (by an
             // authentication's probes or the app), a late reply may be read in the
             // wrong encoding: such a call's lines can be anything but must still end.
-            let anything = encodingTrouble && isExposed(call)
+            // Made and completed in the wrong encoding: noise and replies decode to
+            // anything, lines included. (A call made then but run after the switch
+            // to the right encoding is still checked.)
+            let anything = (encodingTrouble && isExposed(call)) || call.ranInWrongEncoding
             let late = { (lines: [String], position: Int, prefixOnly: Bool) -> Bool in
                 anything || self.isLateReply(lines, to: call, position: position, prefixOnly: prefixOnly)
                     || self.isAnswerToDamagedCommand(lines, of: call, position: position)

@@ -38,6 +38,7 @@ struct ChaosTests {
         14_543_653_578_352,  // a reply line the device's overflowing buffer glued to noise (harness)
         52_284_421_341_994,  // two switches: the second judged mid-line by the first's bytes, a reply line went raw
         77_506_870_019_032,  // a quarantine ended by quiet before its deadline: an old reply answered a new command
+        117_623_357_795_929,  // noise read in the wrong encoding made a printable line in a window (harness)
     ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)
