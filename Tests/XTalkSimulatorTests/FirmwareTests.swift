@@ -31,7 +31,7 @@ private final class Bench {
         self.sink = sink
         firmware = SimulatedRadioFirmware(
             configuration: configuration, scheduler: clock, random: SimulatorRandom(seed: seed),
-            output: { sink.chunks.append($0) }
+            output: { bytes, _ in sink.chunks.append(bytes) }
         )
     }
 

@@ -23,8 +23,13 @@ package final class SimulatedRadioFirmware {
     private let scheduler: any TimerScheduling
     /// The only randomness: garbage bytes and radio frame metadata.
     private let random: SimulatorRandom
-    /// Receives the encoded bytes the MCU writes to its UART.
-    private let output: @MainActor ([UInt8]) -> Void
+    /// Receives the encoded bytes the MCU writes to its UART, and what they are.
+    private let output: @MainActor ([UInt8], XTalkDeviceOutput) -> Void
+    /// Told of every command line the firmware processes, with its number
+    /// (counted from 0 over the firmware's lifetime), before it runs.
+    package var onCommand: (@MainActor (_ number: Int, _ text: String) -> Void)?
+    /// Command lines processed so far (the next one's number).
+    package private(set) var commandCount = 0
 
     /// Every live timer by a firmware-local id, so that `shutDown` can cancel them all.
     private var timers: [Int: TimerToken] = [:]
@@ -103,7 +108,7 @@ package final class SimulatedRadioFirmware {
         configuration: XTalkSimulatedFirmware,
         scheduler: any TimerScheduling,
         random: SimulatorRandom,
-        output: @escaping @MainActor ([UInt8]) -> Void
+        output: @escaping @MainActor ([UInt8], XTalkDeviceOutput) -> Void
     ) {
         self.configuration = configuration
         self.scheduler = scheduler
@@ -155,7 +160,7 @@ package final class SimulatedRadioFirmware {
         lineOverflowed = false
         if line.last == 0x0D { line.removeLast() }
         if overflowed || line.count > configuration.maxCommandLength {
-            deliver(.error, echo: nil, quiet: configuration.faults.silent)
+            deliver(.error, echo: nil, quiet: configuration.faults.silent, command: nil)
         } else if !line.isEmpty {
             process(line)
         }
@@ -187,6 +192,9 @@ package final class SimulatedRadioFirmware {
         let command = String(decoding: line, as: UTF8.self)
         processedCommands.append(command)
         Self.bound(&processedCommands)
+        let number = commandCount
+        commandCount += 1
+        onCommand?(number, command)
         let faults = configuration.faults
         // Silence hides what a command produces, not the command: it still runs, like an MCU whose UART TX is lost.
         let quiet = faults.silent || faults.silentCommands.contains { FirmwareText.hasPrefix(command, $0) }
@@ -195,7 +203,7 @@ package final class SimulatedRadioFirmware {
             .filter { FirmwareText.hasPrefix(command, $0.key) }
             .max { $0.key.utf8.count < $1.key.utf8.count }
         let answer = script.map { Answer(lines: $0.value) } ?? execute(command)
-        deliver(answer, echo: configuration.echo ? line : nil, quiet: quiet)
+        deliver(answer, echo: configuration.echo ? line : nil, quiet: quiet, command: number)
     }
 
     /// Runs one command of PROTOCOL.md section 6 and returns its answer; unknown commands answer `ERROR`.
@@ -274,7 +282,7 @@ package final class SimulatedRadioFirmware {
     /// Schedules one answer after `processingDelay + replyDelay`: garbage (fault),
     /// echo and response lines in one `output` call, then the answer's follow-up.
     /// A `quiet` answer outputs nothing, and neither does its follow-up.
-    private func deliver(_ answer: Answer, echo: [UInt8]?, quiet: Bool) {
+    private func deliver(_ answer: Answer, echo: [UInt8]?, quiet: Bool, command: Int?) {
         let garbageCount = configuration.faults.garbageBeforeReplies
         schedule(after: configuration.processingDelay + configuration.faults.replyDelay) { firmware in
             if !quiet {
@@ -283,14 +291,15 @@ package final class SimulatedRadioFirmware {
                 let encoding = firmware.configuration.encoding
                 if let echo { bytes += FirmwareText.encodeLine(echo, encoding) }
                 for line in answer.lines { bytes += FirmwareText.encodeLine(Array(line.utf8), encoding) }
-                if !bytes.isEmpty { firmware.output(bytes) }
+                let lines = (echo.map { [String(decoding: $0, as: UTF8.self)] } ?? []) + answer.lines
+                if !bytes.isEmpty { firmware.output(bytes, XTalkDeviceOutput(kind: .answer(command: command), lines: lines)) }
             }
-            if let followUp = answer.followUp { firmware.perform(followUp, quiet: quiet) }
+            if let followUp = answer.followUp, let command { firmware.perform(followUp, quiet: quiet, command: command) }
         }
     }
 
     /// Starts what an answer leaves running: a transmission or a reset.
-    private func perform(_ followUp: FollowUp, quiet: Bool) {
+    private func perform(_ followUp: FollowUp, quiet: Bool, command: Int) {
         switch followUp {
         case .transmit(let frame, let payload, let airtime, let failureReason):
             // A reset since the command aborted the frame.
@@ -304,7 +313,7 @@ package final class SimulatedRadioFirmware {
                     firmware.transmittedFrames.append(payload)
                     Self.bound(&firmware.transmittedFrames)
                 }
-                if !quiet { firmware.emitLine(line) }
+                if !quiet { firmware.emitLine(line, as: .sendFinished(command: command)) }
             })
         case .reset(let duration):
             switch radio {
@@ -318,7 +327,7 @@ package final class SimulatedRadioFirmware {
             cancelTimer(resetTimer)
             resetTimer = schedule(after: duration) { firmware in
                 firmware.resetTimer = nil
-                if !quiet { firmware.emitLine("+READY") }
+                if !quiet { firmware.emitLine("+READY", as: .ready(command: command)) }
             }
         }
     }
@@ -333,7 +342,7 @@ package final class SimulatedRadioFirmware {
         let text = fields ?? "cnt=\(radioEventCount),len=\(payload.count),slot=\(random.int(in: 0...7))"
             + ",snr=\(random.int(in: -5...12)),rssi=\(random.int(in: -110 ... -60)),txp=\(currentTxPower)"
             + ",data=\(FirmwareText.hex(payload))"
-        emitLine("+DI:" + text)
+        emitLine("+DI:" + text, as: .radioFrame)
     }
 
     /// Emits a `+CRCERR:` URC with fields cnt, len (random 1…240), rssi and snr, or exactly `"+CRCERR:" + fields`.
@@ -346,17 +355,17 @@ package final class SimulatedRadioFirmware {
         radioEventCount += 1
         let text = fields ?? "cnt=\(radioEventCount),len=\(length)"
             + ",rssi=\(random.int(in: -110 ... -60)),snr=\(random.int(in: -5...12))"
-        emitLine("+CRCERR:" + text)
+        emitLine("+CRCERR:" + text, as: .crcError)
     }
 
     /// Emits any text line at once, encoded with the current encoding, CR LF appended.
-    package func emitLine(_ text: String) {
-        output(FirmwareText.encodeLine(Array(text.utf8), configuration.encoding))
+    package func emitLine(_ text: String, as kind: XTalkDeviceOutput.Kind = .line) {
+        output(FirmwareText.encodeLine(Array(text.utf8), configuration.encoding), XTalkDeviceOutput(kind: kind, lines: [text]))
     }
 
     /// Emits raw bytes at once, as they are (no encoding, no terminator): garbage.
     package func emitRawBytes(_ bytes: [UInt8]) {
-        output(bytes)
+        output(bytes, XTalkDeviceOutput(kind: .raw, lines: []))
     }
 
     /// Starts periodic radio traffic, replacing any running: every `interval` a
@@ -405,7 +414,7 @@ package final class SimulatedRadioFirmware {
             }
             noise[0] = FirmwareText.transcode(0x01, encoding)
             noise += [FirmwareText.transcode(0x0D, encoding), FirmwareText.transcode(0x0A, encoding)]
-            firmware.output(noise)
+            firmware.output(noise, XTalkDeviceOutput(kind: .noise, lines: []))
             firmware.startLineNoise(every: interval, length: length)
         }
     }

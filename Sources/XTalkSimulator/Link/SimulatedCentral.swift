@@ -168,6 +168,7 @@ package final class SimulatedCentral: BleBackend {
         guard let (peripheral, link) = connected(id, "writeValue") else { return }
         let info = SimulatedGattDatabase.characteristic(characteristic, in: peripheral.device.gatt)
         let isTX = characteristic.characteristic == XTalkGatt.passthroughTX && info != nil
+        if isTX { peripheral.hostWrote(data) }
         if isTX, let refusal = peripheral.device.gatt.writeRefusal {
             peripheral.droppedWrites += 1
             guard type == .withResponse else { return }

@@ -42,6 +42,8 @@ final class SimulatedLink {
     private(set) var deviceBytesDelivered = 0
     /// Device bytes not yet notified.
     var deviceBytesQueued: Int { downlink.count }
+    /// Device bytes that entered the notification queue on this connection.
+    private(set) var deviceBytesEnqueued = 0
     var disconnectAfterHostBytes: Int?
     var disconnectAfterDeviceBytes: Int?
 
@@ -127,20 +129,26 @@ final class SimulatedLink {
     // MARK: Device → host
 
     /// Bytes the device's UART produced; they leave as notifications when the
-    /// host is subscribed (a BLE module cannot notify otherwise).
-    func deviceOutput(_ bytes: [UInt8]) {
+    /// host is subscribed (a BLE module cannot notify otherwise). Returns how
+    /// many were queued, and where they start in this connection's stream.
+    @discardableResult
+    func deviceOutput(_ bytes: [UInt8]) -> (queued: Int, streamStart: Int) {
+        let start = deviceBytesEnqueued
         guard subscribed else {
             peripheral.droppedNotificationBytes += bytes.count
-            return
+            return (0, start)
         }
         let room = max(0, configuration.notificationBufferLimit - downlink.count)
+        let queued = min(room, bytes.count)
         if bytes.count > room {
             peripheral.droppedNotificationBytes += bytes.count - room
             downlink += bytes.prefix(room)
         } else {
             downlink += bytes
         }
+        deviceBytesEnqueued += queued
         scheduleEvent()
+        return (queued, start)
     }
 
     // MARK: Connection events
@@ -204,6 +212,7 @@ final class SimulatedLink {
             let chunk = Data(downlink.prefix(count))
             downlink.removeFirst(count)
             deviceBytesDelivered += count
+            peripheral.notified(upTo: deviceBytesDelivered)
             if !chunk.isEmpty {
                 peripheral.post(.valueUpdated(peripheral: peripheral.id,
                                               characteristic: BleCharacteristicRef(service: XTalkGatt.passthroughService,
