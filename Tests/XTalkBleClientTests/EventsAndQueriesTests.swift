@@ -10,11 +10,7 @@ struct EventsAndQueriesTests {
     @Test("URCs become typed events; the stream, onEvent and the observers see the same events in the same order")
     func fanOut() async throws {
         let harness = ClientHarness()
-        var streamed: [XTalkBleEvent] = []
-        let stream = harness.client.events
-        let consumer = Task { @MainActor in
-            for await event in stream { streamed.append(event) }
-        }
+        let consumer = harness.consumeEvents()
         var observedLines: [String] = []
         var observedFinishes: [String] = []
         var observedRaw: [Data] = []
@@ -28,7 +24,8 @@ struct EventsAndQueriesTests {
         harness.peripheral.emitLine("+DI:len=9,data=00")  // malformed: an AT line only
         try await harness.run { try await harness.client.sendRfPayload(Data([7])) }
         await harness.advance(.milliseconds(50))
-        consumer.cancel()
+        harness.client.teardown()
+        let streamed = await harness.consumed(by: consumer)
         #expect(harness.events.contains(.diPayload(Data("Hello".utf8), XTalkDiMeta(diCnt: 12, len: 5, slot: 3, snr: 7, rssi: -87, txp: 14))))
         #expect(harness.events.contains(.crcError(XTalkDiMeta(diCnt: 13, rssi: -101), "+CRCERR:cnt=13,rssi=-101")))
         #expect(harness.events.contains(.passthroughRaw(Data([0x5A, 0x5B, 0x50]))))
@@ -76,9 +73,8 @@ struct EventsAndQueriesTests {
         let delivered = harness.events.count
         #expect(delivered - before == 1_500, "onEvent sees everything")
         #expect(harness.client.droppedEventCount == delivered - 1_024)
-        var buffered: [XTalkBleEvent] = []
         harness.client.teardown()
-        for await event in harness.client.events { buffered.append(event) }
+        let buffered = await harness.remainingEvents()
         #expect(buffered.count == 1_024)
         #expect(buffered.last == .atLine("+N:1499"), "the newest are kept")
         await harness.finish()
