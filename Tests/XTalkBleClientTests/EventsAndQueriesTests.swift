@@ -80,6 +80,31 @@ struct EventsAndQueriesTests {
         await harness.finish()
     }
 
+    @Test("a full buffer drops its oldest events: a late reader gets the newest, in order, then live ones")
+    func fullBufferDropsOldest() async {
+        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: 3))
+        await harness.connect()
+        for index in 0..<10 { harness.peripheral.emitLine("+N:\(index)") }
+        await harness.advance(.milliseconds(100))
+        #expect(harness.events.count > 10, "the lifecycle's events and the ten lines")
+        #expect(harness.client.droppedEventCount == harness.events.count - 3)
+        // Nobody read the stream so far; a reader now gets what the buffer kept. No
+        // teardown here: the stream is live, and the next event follows the kept ones.
+        let stream = harness.client.events
+        let reader = Task { @MainActor in
+            var iterator = stream.makeAsyncIterator()
+            var received: [XTalkBleEvent] = []
+            while received.count < 4, let event = await iterator.next() {
+                received.append(event)
+                if received.count == 3 { harness.peripheral.emitLine("+N:live") }
+            }
+            return received
+        }
+        let received = await harness.clock.awaitEnd(of: reader, "reading the kept events and a live one")
+        #expect(received == [.atLine("+N:7"), .atLine("+N:8"), .atLine("+N:9"), .atLine("+N:live")])
+        await harness.finish()
+    }
+
     @Test("a callback may call back into the client; events keep their order")
     func reentrancy() async {
         let harness = ClientHarness()
