@@ -60,7 +60,10 @@ final class ClientHarness {
     /// Scans, connects to the first result and waits for `atReady`.
     func connect() async {
         await scan()
-        guard let first = client.scanResults.first else { return }
+        guard let first = client.scanResults.first else {
+            Issue.record("connect(): no scan result to connect to")
+            return
+        }
         client.connect(id: first.id)
         for _ in 0..<1_000 where !client.atReady {
             if case .failed = client.connectionState { break }
@@ -103,6 +106,30 @@ final class ClientHarness {
         events.compactMap { if case .passthroughRaw(let data) = $0 { data } else { nil } }
     }
 
+    /// Starts a task that reads `events` until the stream ends; end it with
+    /// `consumed(by:)`, which bounds the wait.
+    func consumeEvents() -> Task<[XTalkBleEvent], Never> {
+        let stream = client.events
+        return Task { @MainActor in
+            var received: [XTalkBleEvent] = []
+            for await event in stream { received.append(event) }
+            return received
+        }
+    }
+
+    /// What a consumer of `events` received once the stream ended (after
+    /// `teardown()`); a stream that does not end is a named failure in virtual
+    /// seconds, not a hang.
+    func consumed(by consumer: Task<[XTalkBleEvent], Never>, _ what: String = "the events stream",
+                  sourceLocation: SourceLocation = #_sourceLocation) async -> [XTalkBleEvent] {
+        await clock.awaitEnd(of: consumer, what, sourceLocation: sourceLocation) ?? []
+    }
+
+    /// Everything `events` still holds, read after `teardown()` finished it.
+    func remainingEvents(sourceLocation: SourceLocation = #_sourceLocation) async -> [XTalkBleEvent] {
+        await consumed(by: consumeEvents(), "the events stream after teardown()", sourceLocation: sourceLocation)
+    }
+
     /// Tears everything down and checks that no timer is left pending.
     func finish() async {
         client.teardown()
@@ -110,6 +137,44 @@ final class ClientHarness {
         await clock.settle()
         #expect(clock.pendingTimerCount == 0, "no timer is left pending")
     }
+}
+
+extension XTalkVirtualClock {
+    /// Waits for `task` to end, moving virtual time at most `limit`. A task
+    /// still running then, or still waiting after hundreds of rounds of the
+    /// main actor with nothing scheduled (it never could end), is a named
+    /// failure and is cancelled: a wait that would hang the run fails in
+    /// seconds instead, saying what did not end.
+    @MainActor
+    func awaitEnd<T: Sendable>(of task: Task<T, Never>, _ what: String, within limit: Duration = .seconds(10),
+                               sourceLocation: SourceLocation = #_sourceLocation) async -> T? {
+        let result = EndBox<T>()
+        let waiter = Task { @MainActor in result.value = await task.value }
+        let end = now.advanced(by: limit)
+        var idleRounds = 0
+        while result.value == nil {
+            await settle()
+            if result.value != nil { break }
+            if let next = nextDeadline, next <= end {
+                await advance(to: next)
+                idleRounds = 0
+            } else if idleRounds < 500 {
+                idleRounds += 1  // nothing due in time: the task can only end by itself
+            } else {
+                task.cancel()
+                await waiter.value
+                let why = nextDeadline == nil ? "nothing is scheduled" : "nothing ended it before \(end)"
+                Issue.record("\(what) did not end within \(limit) of virtual time (\(why))", sourceLocation: sourceLocation)
+                return nil
+            }
+        }
+        return result.value
+    }
+}
+
+@MainActor
+private final class EndBox<T> {
+    var value: T?
 }
 
 /// Log records, collected from any thread.

@@ -3,11 +3,6 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@MainActor
-final class FrameLog {
-    var entries: [(cnt: Int?, payload: Data)] = []
-}
-
 @Suite("200 concurrent callers under a +DI: flood")
 @MainActor
 struct ConcurrencyStressTests {
@@ -27,13 +22,7 @@ struct ConcurrencyStressTests {
         let harness = ClientHarness(devices: [device])
         await harness.connect()
         // The consumer reads the event stream, and keeps up.
-        let frames = FrameLog()
-        let stream = harness.client.events
-        let consumer = Task { @MainActor in
-            for await event in stream {
-                if case .diPayload(let payload, let meta) = event { frames.entries.append((meta.diCnt, payload)) }
-            }
-        }
+        let consumer = harness.consumeEvents()
         harness.peripheral.startRadioTraffic(every: trafficInterval, payloadSize: payloadSize)
         let client = harness.client
         var tasks: [Task<Outcome, any Error>] = []
@@ -83,14 +72,23 @@ struct ConcurrencyStressTests {
             #expect(commands[first + 1] == "AT+PING=s\(index)b")
         }
         harness.peripheral.stopRadioTraffic()
+        // The simulator numbers every frame it emits (cnt): a marker frame after
+        // the flood carries the number of frames emitted before it, plus one.
+        let marker = Data([0xEE, 0xEE, 0xEE])
+        harness.peripheral.receiveRadioFrame(marker)
         await harness.advance(.seconds(1))
-        consumer.cancel()
-        let radioFrames = frames.entries
+        harness.client.teardown()
+        let radioFrames = await harness.consumed(by: consumer).compactMap { event -> (cnt: Int?, payload: Data)? in
+            if case .diPayload(let payload, let meta) = event { (meta.diCnt, payload) } else { nil }
+        }
         #expect(harness.peripheral.droppedNotificationBytes == 0, "the flood fits the link")
-        #expect(radioFrames.count > 100, "a real flood: \(radioFrames.count) frames")
-        let counts = radioFrames.compactMap(\.cnt)
-        #expect(counts == Array(1...counts.count), "in order, none lost")
-        #expect(radioFrames.allSatisfy { $0.payload.count == payloadSize })
+        let last = try #require(radioFrames.last, "radio frames reached the stream")
+        #expect(last.payload == marker, "the marker frame arrived last")
+        let emitted = try #require(last.cnt, "the marker has its cnt") - 1
+        #expect(emitted > 100, "a real flood: \(emitted) frames")
+        let flood = radioFrames.dropLast()
+        #expect(flood.map { $0.cnt ?? 0 } == Array(1...emitted), "every emitted frame arrived, in order, none lost or repeated")
+        #expect(flood.allSatisfy { $0.payload.count == payloadSize })
         #expect(harness.client.droppedEventCount == 0)
         await harness.finish()
     }

@@ -42,7 +42,10 @@ final class CoreBluetoothProbe {
     func connect() async {
         client.startScan()
         for _ in 0..<100 where client.scanResults.isEmpty { await advance(.milliseconds(10)) }
-        guard let first = client.scanResults.first else { return }
+        guard let first = client.scanResults.first else {
+            Issue.record("connect(): no scan result to connect to")
+            return
+        }
         client.connect(id: first.id)
         for _ in 0..<400 where !client.atReady { await advance(.milliseconds(5)) }
     }
@@ -136,11 +139,11 @@ struct CoreBluetoothBackendTests {
     }
 
     @Test("errors on a setup callback fail the connection with the platform's reason")
-    func setupErrors() async {
+    func setupErrors() async throws {
         let probe = CoreBluetoothProbe()
         probe.client.startScan()
         for _ in 0..<100 where probe.client.scanResults.isEmpty { await probe.advance(.milliseconds(10)) }
-        guard let first = probe.client.scanResults.first else { return }
+        let first = try #require(probe.client.scanResults.first)
         probe.client.connect(id: first.id)
         // Let the link come up, then answer service discovery with an error before the device does.
         while probe.client.connectionState != .connected { await probe.advance(.milliseconds(1)) }
@@ -159,13 +162,13 @@ struct CoreBluetoothBackendTests {
     }
 
     @Test("an error on any setup callback fails the connection, naming the step", arguments: SetupStep.allCases)
-    func errorOnEachSetupStep(_ step: SetupStep) async {
+    func errorOnEachSetupStep(_ step: SetupStep) async throws {
         var device = ClientHarness.fastDevice()
         device.link.connectionInterval = .milliseconds(30)  // room to answer before the device does
         let probe = CoreBluetoothProbe(device: device)
         probe.client.startScan()
         for _ in 0..<100 where probe.client.scanResults.isEmpty { await probe.advance(.milliseconds(10)) }
-        guard let first = probe.client.scanResults.first else { return }
+        let first = try #require(probe.client.scanResults.first)
         probe.client.connect(id: first.id)
         let error = CBATTError(.insufficientAuthentication, userInfo: [NSLocalizedDescriptionKey: "Authentication is insufficient."])
         switch step {
@@ -174,16 +177,14 @@ struct CoreBluetoothBackendTests {
             await probe.inject { _, _, peripheral in peripheral.delegate?.peripheral(peripheral, didDiscoverServices: error) }
         case .characteristics:
             while probe.peripheral?.services == nil { await probe.advance(.milliseconds(1)) }
+            let service = try #require(probe.peripheral?.services?.first { $0.uuid == CBUUID(string: "6E58A100-3C1F-4B7D-9F3A-5854414C4B00") })
             await probe.inject { _, _, peripheral in
-                guard let service = peripheral.services?.first(where: { $0.uuid == CBUUID(string: "6E58A100-3C1F-4B7D-9F3A-5854414C4B00") })
-                else { return }
                 peripheral.delegate?.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
             }
         case .notification:
             while probe.rx == nil { await probe.advance(.milliseconds(1)) }
-            let rx = probe.rx
+            let rx = try #require(probe.rx)
             await probe.inject { _, _, peripheral in
-                guard let rx else { return }
                 peripheral.delegate?.peripheral(peripheral, didUpdateNotificationStateFor: rx, error: error)
             }
         }
@@ -242,7 +243,7 @@ struct CoreBluetoothBackendTests {
     func lateDisconnectOfCancelledConnection() async throws {
         let probe = CoreBluetoothProbe()
         await probe.connect()
-        guard let id = probe.client.connectedPeripheralId else { return }
+        let id = try #require(probe.client.connectedPeripheralId)
         // CoreBluetooth confirms the cancel only after the app already reconnects.
         probe.radio?.cancelConfirmationDelay = .milliseconds(50)
         probe.client.disconnect()

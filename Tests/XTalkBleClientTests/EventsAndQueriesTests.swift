@@ -10,11 +10,7 @@ struct EventsAndQueriesTests {
     @Test("URCs become typed events; the stream, onEvent and the observers see the same events in the same order")
     func fanOut() async throws {
         let harness = ClientHarness()
-        var streamed: [XTalkBleEvent] = []
-        let stream = harness.client.events
-        let consumer = Task { @MainActor in
-            for await event in stream { streamed.append(event) }
-        }
+        let consumer = harness.consumeEvents()
         var observedLines: [String] = []
         var observedFinishes: [String] = []
         var observedRaw: [Data] = []
@@ -28,7 +24,8 @@ struct EventsAndQueriesTests {
         harness.peripheral.emitLine("+DI:len=9,data=00")  // malformed: an AT line only
         try await harness.run { try await harness.client.sendRfPayload(Data([7])) }
         await harness.advance(.milliseconds(50))
-        consumer.cancel()
+        harness.client.teardown()
+        let streamed = await harness.consumed(by: consumer)
         #expect(harness.events.contains(.diPayload(Data("Hello".utf8), XTalkDiMeta(diCnt: 12, len: 5, slot: 3, snr: 7, rssi: -87, txp: 14))))
         #expect(harness.events.contains(.crcError(XTalkDiMeta(diCnt: 13, rssi: -101), "+CRCERR:cnt=13,rssi=-101")))
         #expect(harness.events.contains(.passthroughRaw(Data([0x5A, 0x5B, 0x50]))))
@@ -76,11 +73,35 @@ struct EventsAndQueriesTests {
         let delivered = harness.events.count
         #expect(delivered - before == 1_500, "onEvent sees everything")
         #expect(harness.client.droppedEventCount == delivered - 1_024)
-        var buffered: [XTalkBleEvent] = []
         harness.client.teardown()
-        for await event in harness.client.events { buffered.append(event) }
+        let buffered = await harness.remainingEvents()
         #expect(buffered.count == 1_024)
         #expect(buffered.last == .atLine("+N:1499"), "the newest are kept")
+        await harness.finish()
+    }
+
+    @Test("a full buffer drops its oldest events: a late reader gets the newest, in order, then live ones")
+    func fullBufferDropsOldest() async {
+        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: 3))
+        await harness.connect()
+        for index in 0..<10 { harness.peripheral.emitLine("+N:\(index)") }
+        await harness.advance(.milliseconds(100))
+        #expect(harness.events.count > 10, "the lifecycle's events and the ten lines")
+        #expect(harness.client.droppedEventCount == harness.events.count - 3)
+        // Nobody read the stream so far; a reader now gets what the buffer kept. No
+        // teardown here: the stream is live, and the next event follows the kept ones.
+        let stream = harness.client.events
+        let reader = Task { @MainActor in
+            var iterator = stream.makeAsyncIterator()
+            var received: [XTalkBleEvent] = []
+            while received.count < 4, let event = await iterator.next() {
+                received.append(event)
+                if received.count == 3 { harness.peripheral.emitLine("+N:live") }
+            }
+            return received
+        }
+        let received = await harness.clock.awaitEnd(of: reader, "reading the kept events and a live one")
+        #expect(received == [.atLine("+N:7"), .atLine("+N:8"), .atLine("+N:9"), .atLine("+N:live")])
         await harness.finish()
     }
 

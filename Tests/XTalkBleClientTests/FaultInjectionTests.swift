@@ -55,7 +55,7 @@ struct FaultInjectionTests {
             await harness.scan()
         case .connecting, .discovering:
             await harness.scan()
-            guard let result = client.scanResults.first else { return }
+            let result = try #require(client.scanResults.first)
             client.connect(id: result.id)
             if phase == .connecting {
                 await harness.advance(.milliseconds(100))

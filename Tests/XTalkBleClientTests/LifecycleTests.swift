@@ -47,10 +47,10 @@ struct LifecycleTests {
     }
 
     @Test("connecting goes .connecting, .connected, then atReady and deviceControlReady")
-    func readiness() async {
+    func readiness() async throws {
         let harness = ClientHarness()
         await harness.scan()
-        guard let result = harness.client.scanResults.first else { return }
+        let result = try #require(harness.client.scanResults.first)
         harness.client.connect(id: result.id)
         #expect(harness.client.connectionState == .connecting)
         #expect(harness.client.connectedName == "xTalk-0001")
@@ -70,12 +70,12 @@ struct LifecycleTests {
     }
 
     @Test("a connected but not ready passthrough refuses AT with .notReady")
-    func notReady() async {
+    func notReady() async throws {
         var device = ClientHarness.fastDevice()
         device.link.connectionInterval = .milliseconds(100)  // discovery takes a while
         let harness = ClientHarness(devices: [device])
         await harness.scan()
-        guard let result = harness.client.scanResults.first else { return }
+        let result = try #require(harness.client.scanResults.first)
         harness.client.connect(id: result.id)
         while harness.client.connectionState != .connected { await harness.advance(.milliseconds(1)) }
         #expect(!harness.client.atReady)
@@ -166,12 +166,12 @@ struct LifecycleTests {
         (XTalkSimulatedGatt(subscriptionRefusal: "insufficient authentication"),
          .connectionFailed("the notification subscription was refused: insufficient authentication")),
     ])
-    func gattProblems(_ gatt: XTalkSimulatedGatt, _ error: XTalkBleError) async {
+    func gattProblems(_ gatt: XTalkSimulatedGatt, _ error: XTalkBleError) async throws {
         var device = ClientHarness.fastDevice()
         device.gatt = gatt
         let harness = ClientHarness(devices: [device])
         await harness.scan()
-        guard let result = harness.client.scanResults.first else { return }
+        let result = try #require(harness.client.scanResults.first)
         harness.client.connect(id: result.id)
         await harness.advance(.seconds(1))
         #expect(harness.client.connectionState == .failed(error))
@@ -205,12 +205,12 @@ struct LifecycleTests {
     }
 
     @Test("a refused connection publishes .connectionFailed")
-    func refused() async {
+    func refused() async throws {
         var device = ClientHarness.fastDevice()
         device.link.refusesConnection = true
         let harness = ClientHarness(devices: [device])
         await harness.scan()
-        guard let result = harness.client.scanResults.first else { return }
+        let result = try #require(harness.client.scanResults.first)
         harness.client.connect(id: result.id)
         await harness.advance(.seconds(1))
         #expect(harness.client.connectionState == .failed(.connectionFailed("the device refused the connection")))
@@ -218,7 +218,7 @@ struct LifecycleTests {
     }
 
     @Test("a connection that is not ready within the timeout fails with .timeout and leaves no link", arguments: [true, false])
-    func connectTimeout(neverConnects: Bool) async {
+    func connectTimeout(neverConnects: Bool) async throws {
         var device = ClientHarness.fastDevice()
         if neverConnects {
             device.link.connectionNeverCompletes = true
@@ -228,7 +228,7 @@ struct LifecycleTests {
         }
         let harness = ClientHarness(devices: [device], options: XTalkBleClientOptions(connectTimeout: .seconds(10)))
         await harness.scan()
-        guard let result = harness.client.scanResults.first else { return }
+        let result = try #require(harness.client.scanResults.first)
         harness.client.connect(id: result.id)
         await harness.advance(.milliseconds(9_999))
         #expect(harness.client.connectionState != .failed(.timeout))
@@ -270,17 +270,14 @@ struct LifecycleTests {
     func teardown() async {
         let harness = ClientHarness()
         await harness.connect()
-        let stream = harness.client.events
-        let consumer = Task { @MainActor in
-            var count = 0
-            for await _ in stream { count += 1 }
-            return count
-        }
+        let consumer = harness.consumeEvents()
         harness.client.teardown()
         harness.client.teardown()
         #expect(harness.client.connectionState == .idle)
         #expect(!harness.client.atReady)
-        _ = await consumer.value  // the stream finished
+        // The stream finished: the consumer's loop ends (a bounded wait, a named failure otherwise).
+        let received = await harness.consumed(by: consumer, "a consumer of events after teardown()")
+        #expect(received == harness.events, "the stream delivered what onEvent saw, then ended")
         harness.client.startScan()
         harness.client.connect(id: UUID())
         harness.client.setAtEncoding(.plain)
@@ -319,7 +316,7 @@ struct ImmediateReconnectTests {
     func disconnectThenConnect() async throws {
         let harness = ClientHarness()
         await harness.connect()
-        guard let id = harness.client.connectedPeripheralId else { return }
+        let id = try #require(harness.client.connectedPeripheralId)
         harness.client.startScan()  // ends the connection, starts a new scan session
         await harness.advance(.seconds(1))
         harness.client.connect(id: id)

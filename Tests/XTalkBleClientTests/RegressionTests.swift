@@ -210,6 +210,39 @@ struct RegressionTests {
         await harness.finish()
     }
 
+    @Test("an observer that ends the connection: nothing else of that connection reaches the stream or the observers")
+    func endFromObserver() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let consumer = harness.consumeEvents()
+        var observed: [String] = []
+        var rawAfterEnd = 0
+        let client = harness.client
+        _ = client.observeAtLines { line in
+            observed.append(line)
+            if line == "Y1" { client.startScan() }  // ends the connection, starts a new scan session
+        }
+        _ = client.observePassthroughRaw { _ in rawAfterEnd += 1 }
+        // One notification: a line, then a radio frame, a raw unit and another line, all of the old connection.
+        let text = "Y1\r\n+DI:cnt=1,len=1,data=AB\r\n\u{01}\r\nY2\r\n"
+        harness.peripheral.emitRawBytes(Array(text.utf8).map { $0 ^ 0x5A })
+        await harness.advance(.milliseconds(50))
+        #expect(harness.client.connectionState == .scanning)
+        #expect(observed == ["Y1"], "the observers saw nothing after the end: \(observed)")
+        #expect(rawAfterEnd == 0)
+        await harness.connect()
+        #expect(try await harness.run { try await harness.client.runAtCommand("AT") } == ["OK"])
+        harness.client.teardown()
+        let streamed = await harness.consumed(by: consumer)
+        let end = try #require(streamed.firstIndex(of: .atLine("Y1")), "Y1 reached the stream")
+        let after = streamed[(end + 1)...]
+        #expect(!after.contains(.atLine("Y2")), "\(after)")
+        #expect(!after.contains { if case .diPayload = $0 { true } else { false } }, "\(after)")
+        #expect(!after.contains { if case .passthroughRaw = $0 { true } else { false } }, "\(after)")
+        #expect(after.contains(.connectionStateChanged(.scanning)))
+        await harness.finish()
+    }
+
     @Test("a connect issued in the same turn as a power-off does not connect the device")
     func connectInSameTurnAsPowerOff() async throws {
         let harness = ClientHarness()

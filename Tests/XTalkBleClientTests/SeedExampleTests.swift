@@ -14,16 +14,20 @@ struct SeedExampleTests {
             let model = DeviceModel()
             model.start()
             for _ in 0..<100 where model.ble.scanResults.isEmpty { await clock.advance(by: .milliseconds(10)) }
-            guard let result = model.ble.scanResults.first else {
-                Issue.record("no scan result")
-                return
-            }
+            let result = try #require(model.ble.scanResults.first, "a scan result")
             model.connect(result)
             for _ in 0..<200 where !model.ble.atReady { await clock.advance(by: .milliseconds(5)) }
             // atReady already holds, so the guide's wall-clock polling returns at once.
             try await model.waitUntilAtReady()
             #expect(model.ble.connectedName == "xTalk-0001")
+            // The event task is the guide's private property: reflection reads it, so that the
+            // test sees it end because stop() cancelled it, not only because teardown() ended the stream.
+            let eventTask = try #require(Mirror(reflecting: model).children.first { $0.label == "eventTask" }?.value
+                as? Task<Void, Never>, "the model's event task runs")
+            #expect(!eventTask.isCancelled)
             model.stop()
+            #expect(eventTask.isCancelled, "stop() cancelled the event task")
+            #expect(await clock.awaitEnd(of: eventTask, "the model's event task after stop()") != nil)
             #expect(model.ble.connectionState == .idle)
         }
         environment.shutDown()

@@ -56,3 +56,116 @@ func xtalk(_ arguments: [String], input: [String] = [], cancelAfter: Duration? =
     }
     return CLIResult(code: code, out: out.all, err: err.all, elapsed: clock.elapsed)
 }
+
+/// The built `xtalk` binary, run as a child process on the real clock. Every
+/// wait on it is bounded in wall-clock seconds: a child that does not answer
+/// in time is killed and the test fails naming what it waited for, instead of
+/// blocking the run. Its stdout and stderr are read on their own threads, so a
+/// full pipe never stalls it, and stderr is kept for `expectCleanStderr()`.
+final class XtalkChild: @unchecked Sendable {
+    let arguments: [String]
+    private let process = Process()
+    private let condition = NSCondition()
+    private var out = Data()
+    private var err = Data()
+    private var openStreams = 2
+    private var exited = false
+
+    /// Starts `xtalk arguments`; fails the test when the binary is not built next to the tests.
+    init(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        self.arguments = arguments
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let candidates = [directory.appendingPathComponent("xtalk"),
+                          directory.deletingLastPathComponent().appendingPathComponent("xtalk")]
+        let binary = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
+                                  "the xtalk binary is built next to the tests", sourceLocation: sourceLocation)
+        process.executableURL = binary
+        process.arguments = arguments
+        let outPipe = Pipe()
+        let errPipe = Pipe()
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { [condition] _ in
+            condition.lock()
+            defer { condition.unlock() }
+            self.exited = true
+            condition.broadcast()
+        }
+        try process.run()
+        read(outPipe.fileHandleForReading, toStderr: false)
+        read(errPipe.fileHandleForReading, toStderr: true)
+    }
+
+    private func read(_ handle: FileHandle, toStderr: Bool) {
+        Thread.detachNewThread { [self] in
+            while true {
+                let data = handle.availableData
+                condition.lock()
+                if data.isEmpty { openStreams -= 1 } else if toStderr { err.append(data) } else { out.append(data) }
+                condition.broadcast()
+                condition.unlock()
+                if data.isEmpty { return }
+            }
+        }
+    }
+
+    var stdout: String { condition.withLock { String(decoding: out, as: UTF8.self) } }
+    var stderr: String { condition.withLock { String(decoding: err, as: UTF8.self) } }
+    var terminationStatus: Int32 { process.terminationStatus }
+    var terminationReason: Process.TerminationReason { process.terminationReason }
+    var name: String { (["xtalk"] + arguments).joined(separator: " ") }
+
+    /// Waits until `done(stdout)` holds. After `seconds`, or when the child
+    /// ended without it, records a failure naming `what`, kills the child and returns false.
+    @discardableResult
+    func waitForOutput(_ what: String, within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation,
+                       until done: (String) -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        while !done(String(decoding: out, as: UTF8.self)) {
+            if openStreams == 0 && exited || !condition.wait(until: deadline) {
+                condition.unlock()
+                fail("\(name): \(what) did not appear within \(seconds) s", sourceLocation)
+                return false
+            }
+        }
+        condition.unlock()
+        return true
+    }
+
+    /// Waits for the child to exit and its output to end. After `seconds`,
+    /// records a failure, kills it and returns false.
+    @discardableResult
+    func waitForExit(within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        condition.lock()
+        while !(exited && openStreams == 0) {
+            if !condition.wait(until: deadline) {
+                condition.unlock()
+                fail("\(name) did not exit within \(seconds) s", sourceLocation)
+                return false
+            }
+        }
+        condition.unlock()
+        process.waitUntilExit()
+        return true
+    }
+
+    func interrupt() { process.interrupt() }
+
+    /// A continuation resumed twice or never is reported on stderr by the
+    /// Swift runtime, and the process may still exit 0: a failure here.
+    func expectCleanStderr(sourceLocation: SourceLocation = #_sourceLocation) {
+        let text = stderr
+        #expect(text.range(of: #"continuation misuse|leaked (its )?continuation"#, options: [.regularExpression, .caseInsensitive]) == nil,
+                "\(name) reported continuation misuse on stderr:\n\(text)", sourceLocation: sourceLocation)
+    }
+
+    /// Records `message`, then kills the child (SIGKILL) and waits for it, so that nothing outlives the test.
+    private func fail(_ message: String, _ sourceLocation: SourceLocation) {
+        Issue.record("\(message)\nstdout so far:\n\(stdout)\nstderr so far:\n\(stderr)", sourceLocation: sourceLocation)
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}

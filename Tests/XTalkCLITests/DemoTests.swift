@@ -42,69 +42,35 @@ struct DemoTests {
         #expect(!result.stdout.contains("Step \(failingStep + 1)/6"), "the demo stops at the failed step")
         #expect(result.err.count == 1)
     }
+}
 
+/// The built binary, as a child process on the real clock: every wait on it
+/// is bounded (XtalkChild), and its stderr is checked for continuation misuse.
+@Suite("xtalk binary", .timeLimit(.minutes(2)))
+struct BinaryTests {
     @Test("the built xtalk binary runs the demo on the real clock and exits 0")
-    func binary() throws {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [directory.appendingPathComponent("xtalk"),
-                          directory.deletingLastPathComponent().appendingPathComponent("xtalk")]
-        let binary = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
-                                  "the xtalk binary is built next to the tests")
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["demo"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = Pipe()
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(text)")
+    func demo() throws {
+        let child = try XtalkChild(["demo"])
+        child.waitForExit(within: 30)  // about 2 s on the real clock
+        let text = child.stdout
+        #expect(child.terminationStatus == 0, "\(text)")
         let stepLines = text.split(separator: "\n").filter { $0.hasPrefix("Step ") }
         #expect(stepLines.count == 6)
         for step in 1...6 { #expect(stepLines.contains { $0.hasPrefix("Step \(step)/6  ") }) }
         #expect(text.contains("All 6 steps passed in "))
+        #expect(child.stderr.isEmpty, "\(child.stderr)")
+        child.expectCleanStderr()
     }
-}
 
-@Suite("xtalk binary: Ctrl-C")
-struct InterruptTests {
     @Test("Ctrl-C ends xtalk listen cleanly with exit 0")
     func interruptListen() throws {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let binary = directory.appendingPathComponent("xtalk")
-        try #require(FileManager.default.isExecutableFile(atPath: binary.path))
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = ["listen", "--traffic", "20"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = Pipe()
-        try process.run()
-        // Wait (bounded) for the first frame, then press Ctrl-C.
-        var text = ""
-        let handle = output.fileHandleForReading
-        let deadline = Date().addingTimeInterval(10)
-        while !text.contains("frame") && Date() < deadline {
-            text += String(decoding: handle.availableData, as: UTF8.self)
-        }
-        #expect(text.contains("frame"))
-        process.interrupt()
-        // A watchdog bounds the wait: a process that ignores Ctrl-C is killed (and the test fails).
-        let watched = WatchedProcess(process)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 5) { watched.killIfRunning() }
-        process.waitUntilExit()
-        #expect(process.terminationReason == .exit, "ended by itself, not killed")
-        #expect(process.terminationStatus == 0)
-    }
-}
-
-/// Lets a watchdog kill a process only while it still runs (never a reused pid).
-final class WatchedProcess: @unchecked Sendable {
-    private let process: Process
-    init(_ process: Process) { self.process = process }
-    func killIfRunning() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        let child = try XtalkChild(["listen", "--traffic", "20"])
+        try #require(child.waitForOutput("a first frame", within: 10, until: { $0.contains("frame") }))
+        child.interrupt()
+        // A process that ignores Ctrl-C is killed after 5 s (and the test fails).
+        try #require(child.waitForExit(within: 5))
+        #expect(child.terminationReason == .exit, "ended by itself, not killed")
+        #expect(child.terminationStatus == 0)
+        child.expectCleanStderr()
     }
 }

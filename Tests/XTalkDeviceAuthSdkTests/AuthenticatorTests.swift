@@ -62,6 +62,25 @@ struct AuthenticatorTests {
         await harness.finish()
     }
 
+    @Test("each attempt draws its own nonce and sends it; the verified attempt is checked against its own")
+    func oneDrawPerAttempt() async {
+        var firmware = XTalkSimulatedFirmware()
+        firmware.faults.rejectedChallenges = 2
+        let source = CountingNonceSource()  // draw k is sixteen bytes of value k
+        let harness = AuthHarness(firmware: firmware, randomBytes: { count in source.next(count) })
+        await harness.connect()
+        let outcome = await harness.authenticate()
+        #expect(outcome.map(\.identity.did) == .success("did:xtalk:B5803039"))
+        #expect(source.draws == 3, "one draw per attempt")
+        #expect(harness.peripheral.processedCommands.filter { $0.hasPrefix("AT+CHAL=") } == [
+            "AT+CHAL=01010101010101010101010101010101",
+            "AT+CHAL=02020202020202020202020202020202",
+            "AT+CHAL=03030303030303030303030303030303",
+        ])
+        #expect(harness.states.contains(.challenging(attempt: 3, maxAttempts: 3)))
+        await harness.finish()
+    }
+
     nonisolated static let matrix: [(XTalkAtEncoding, DeviceAuthAtEncoding, Bool, XTalkSimulatedSerialSource, Bool)] = {
         var all: [(XTalkAtEncoding, DeviceAuthAtEncoding, Bool, XTalkSimulatedSerialSource, Bool)] = []
         for firmware in XTalkAtEncoding.allCases {
@@ -376,5 +395,18 @@ struct AuthenticatorTests {
     func developmentAnchor() throws {
         let derived = try Ed25519PrivateKey(seed: XTalkDevelopmentKey.seed).publicKey.rawRepresentation
         #expect(Data(derived) == XTalkTrustAnchor.development.rawRepresentation)
+    }
+}
+
+/// A nonce source for tests: the k-th draw is `count` bytes of value k.
+final class CountingNonceSource: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    var draws: Int { lock.withLock { count } }
+    func next(_ length: Int) -> [UInt8] {
+        lock.withLock {
+            count += 1
+            return Array(repeating: UInt8(truncatingIfNeeded: count), count: length)
+        }
     }
 }

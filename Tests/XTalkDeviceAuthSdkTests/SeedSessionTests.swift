@@ -4,9 +4,14 @@ import XTalkBleSdk
 import XTalkDeviceAuthSdk
 import XTalkSimulator
 
-@Suite("Seed 002: the end-to-end session and its acceptance sequence, on the simulator")
+@Suite("Seed 002: the end-to-end session and its acceptance sequence, on the simulator", .timeLimit(.minutes(2)))
 @MainActor
 struct SeedSessionTests {
+    struct Readiness: Equatable {
+        let state: XTalkConnectionState
+        let atReady: Bool
+    }
+
     @Test("the six-step acceptance sequence")
     func acceptanceSequence() async throws {
         let clock = XTalkVirtualClock()
@@ -26,10 +31,18 @@ struct SeedSessionTests {
         let result = try #require(session.ble.scanResults.first)
         #expect(result.displayName == "xTalk-0001 (C0:FF:EE:00:00:01)")
 
-        // 2. Selection reaches .connected, then atReady.
+        // 2. Selection reaches .connected, then atReady, in that order: every
+        //    change of (state, atReady), sampled each virtual millisecond.
         session.connect(result)
-        await advance(until: { session.ble.atReady })
-        #expect(session.ble.connectionState == .connected)
+        var readiness: [Readiness] = []
+        for _ in 0..<2_000 {
+            let now = Readiness(state: session.ble.connectionState, atReady: session.ble.atReady)
+            if readiness.last != now { readiness.append(now) }
+            if now.atReady { break }
+            await clock.advance(by: .milliseconds(1))
+        }
+        #expect(readiness == [Readiness(state: .connecting, atReady: false), Readiness(state: .connected, atReady: false),
+                              Readiness(state: .connected, atReady: true)])
 
         // 3. A failed authentication cannot enter the business flow...
         session.sendBusinessPayload(Data("too early".utf8))
@@ -50,9 +63,18 @@ struct SeedSessionTests {
         #expect(session.ble.atEncoding == .xor)
 
         // 4. AT queries and RF writes do not interleave responses, even under radio traffic.
+        //    The session prints the version query's answer; the test reads the same lines
+        //    through an observer (the +DI: frames of the traffic interleave with them).
+        var answerLines: [String] = []
+        _ = session.ble.observeAtLines { line in if !line.hasPrefix("+DI:") { answerLines.append(line) } }
+        var frameCounts: [Int?] = []
+        session.ble.onEvent = { event in if case .diPayload(_, let meta) = event { frameCounts.append(meta.diCnt) } }
         peripheral.startRadioTraffic(every: .milliseconds(40), payloadSize: 16)
         session.queryVersion()
-        await advance(.milliseconds(200))
+        await advance(until: { answerLines.contains("OK") })
+        #expect(answerLines == ["+VER:2.1.0", "OK"], "the version query's answer")
+        #expect(peripheral.processedCommands.last == "AT+VER?")
+        #expect(session.lastError == nil)
         session.sendBusinessPayload(Data("business".utf8))
         await advance(until: { peripheral.transmittedFrames.count == 1 })
         #expect(peripheral.transmittedFrames == [Data("business".utf8)])
@@ -67,10 +89,21 @@ struct SeedSessionTests {
             #expect(lines == ["+PING:q\(index)", "OK"])
         }
         for send in sends { try await clock.run { try await send.value } }
-        #expect(peripheral.transmittedFrames.count == 6)
+        #expect(peripheral.transmittedFrames == [Data("business".utf8), Data([0]), Data([1]), Data([2]), Data([3]), Data([4])],
+                "every payload went out whole, once, in call order")
         await advance(.milliseconds(200))
-        #expect(!session.receivedPayloads.isEmpty, "radio frames reached the business layer")
         peripheral.stopRadioTraffic()
+        // The simulator numbers every frame it emits (cnt): a marker frame after the
+        // traffic carries the number emitted before it, plus one.
+        let marker = Data([0xEE, 0xEE, 0xEE])
+        peripheral.receiveRadioFrame(marker)
+        await advance(.milliseconds(100))
+        let emitted = try #require(frameCounts.last ?? nil, "the marker frame arrived with its cnt") - 1
+        #expect(emitted > 5, "radio traffic ran: \(emitted) frames")
+        #expect(frameCounts == (1...emitted + 1).map { Optional($0) }, "every emitted frame arrived once, in order")
+        #expect(session.receivedPayloads.count == emitted + 1, "radio frames reached the business layer, none lost")
+        #expect(session.receivedPayloads.last == marker)
+        #expect(session.receivedPayloads.dropLast().allSatisfy { $0.count == 16 })
 
         // 5. Link loss clears the identity; reconnecting requires authentication again.
         peripheral.disconnect()
@@ -87,12 +120,20 @@ struct SeedSessionTests {
         await advance(until: { session.authenticatedIdentity != nil })
         #expect(session.authenticatedIdentity?.did == "did:xtalk:B5803039")
 
-        // 6. close() ends the event task and every transaction.
+        // 6. close() ends the event task and every transaction. The event task is the
+        //    seed's private property: reflection reads it, so that the test sees the task
+        //    end because close() cancelled it, not only because teardown() finished the stream.
+        let eventTask = try #require(Mirror(reflecting: session).children.first { $0.label == "eventTask" }?.value
+            as? Task<Void, Never>, "the session's event task runs")
+        #expect(!eventTask.isCancelled)
         peripheral.device.firmware.faults.silent = true
         let pending = Task { @MainActor in try await ble.runAtCommand("AT+VER?") }
         await advance(.milliseconds(50))
         session.close()
-        await #expect(throws: XTalkBleError.cancelled) { try await pending.value }
+        #expect(eventTask.isCancelled, "close() cancelled the event task")
+        #expect(await clock.awaitEnd(of: eventTask, "the session's event task after close()") != nil)
+        let outcome = await clock.awaitEnd(of: Task { @MainActor in await pending.result }, "the pending AT+VER? after close()")
+        #expect(throws: XTalkBleError.cancelled) { try outcome?.get() }
         #expect(session.ble.connectionState == .idle)
         #expect(session.authenticatedIdentity == nil)
         let framesBefore = session.receivedPayloads.count
