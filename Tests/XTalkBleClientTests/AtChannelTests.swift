@@ -46,6 +46,21 @@ struct AtChannelTests {
         await harness.finish()
     }
 
+    @Test("timeoutMs counts from the command's turn: time queued behind another command does not count")
+    func timeoutCountsFromTurn() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(300)
+        let start = harness.clock.elapsed
+        let first = harness.start { try await harness.client.runAtCommand("AT+PING=first", timeoutMs: 1_000) }
+        // Queued behind a 300 ms answer, then 300 ms of its own: 600 ms in all, more than its 400 ms.
+        let second = harness.start { try await harness.client.runAtCommand("AT+PING=second", timeoutMs: 400) }
+        #expect(try await harness.run { try await second.value } == ["+PING:second", "OK"])
+        #expect(try await harness.run { try await first.value } == ["+PING:first", "OK"])
+        #expect(harness.clock.elapsed - start > .milliseconds(600))
+        await harness.finish()
+    }
+
     @Test("setAtEncoding resets the text decode buffer: a partial line is discarded, its rest is raw")
     func setEncodingResetsBuffer() async {
         let harness = ClientHarness()
