@@ -3,7 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("AT commands and radio payloads through the client (seed 000, PROTOCOL.md sections 6–7)")
+@Suite("AT commands and radio payloads through the client (seed 000, PROTOCOL.md sections 6–7)", .timeLimit(.minutes(5)))
 @MainActor
 struct AtChannelTests {
     @Test("runAtCommand returns the response lines, final code included", arguments: XTalkAtEncoding.allCases)

@@ -95,7 +95,7 @@ extension XTalkAtEncoding {
     func encodeText(_ text: String) -> [UInt8] { text.utf8.map { $0 ^ key } }
 }
 
-@Suite("AT channel state machine (PROTOCOL.md sections 6 and 7)")
+@Suite("AT channel state machine (PROTOCOL.md sections 6 and 7)", .timeLimit(.minutes(5)))
 struct AtChannelStateMachineTests {
     // MARK: Commands
 

@@ -31,7 +31,7 @@ struct FuzzSeed: Sendable, CustomTestStringConvertible {
 /// every `swift test` checks them. Both targets read the same input format,
 /// so every seed goes through both oracles. Inputs a fuzzer found are pinned
 /// below, minimized, with what they broke.
-@Suite("Fuzz regression: framer and receive path (Fuzz/README.md)")
+@Suite("Fuzz regression: framer and receive path (Fuzz/README.md)", .timeLimit(.minutes(5)))
 struct StreamFuzzRegressionTests {
     static let seeds = FuzzSeed.all("receive") + FuzzSeed.all("framer")
 
@@ -111,7 +111,7 @@ struct StreamFuzzRegressionTests {
 /// cancellation, the drain's timers) on hand-made inputs: the reference gives
 /// the results worked out here by hand from PROTOCOL.md section 6, the SDK's
 /// channel agrees with it, and a channel that skips the drain is caught.
-@Suite("Fuzz oracle: sequences of operations, drains and cancellations", .timeLimit(.minutes(1)))
+@Suite("Fuzz oracle: sequences of operations, drains and cancellations", .timeLimit(.minutes(5)))
 struct ReceiveSequenceOracleTests {
     typealias Completion = StreamFuzzOracle.ReferenceChannel.Completion
 
