@@ -1,6 +1,7 @@
 // libFuzzer entry of the `receive` target: the whole receive path (framer,
 // classifier, `+DI:`/`+CRCERR:` field parser, AT channel state machine with one
-// operation waiting) against a reference, in three chunkings. The oracle lives
+// to three operations queued, timeouts, cancellations and drains) against a
+// reference, in three chunkings. The oracle lives
 // in Tests/XTalkBleSdkTests/FuzzOracles.swift; Fuzz/run compiles both with the
 // SDK's protocol sources into one module.
 

@@ -3,7 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("AT commands and radio payloads through the client (seed 000, PROTOCOL.md sections 6–7)")
+@Suite("AT commands and radio payloads through the client (seed 000, PROTOCOL.md sections 6–7)", .timeLimit(.minutes(5)))
 @MainActor
 struct AtChannelTests {
     @Test("runAtCommand returns the response lines, final code included", arguments: XTalkAtEncoding.allCases)
@@ -43,6 +43,21 @@ struct AtChannelTests {
         #expect(XTalkBleError.from(error) == .timeout)
         harness.client.setAtEncoding(.plain)
         #expect(try await harness.run { try await harness.client.runAtCommand("AT+AUTH?") } == ["+AUTH:1", "OK"])
+        await harness.finish()
+    }
+
+    @Test("timeoutMs counts from the command's turn: time queued behind another command does not count")
+    func timeoutCountsFromTurn() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(300)
+        let start = harness.clock.elapsed
+        let first = harness.start { try await harness.client.runAtCommand("AT+PING=first", timeoutMs: 1_000) }
+        // Queued behind a 300 ms answer, then 300 ms of its own: 600 ms in all, more than its 400 ms.
+        let second = harness.start { try await harness.client.runAtCommand("AT+PING=second", timeoutMs: 400) }
+        #expect(try await harness.run { try await second.value } == ["+PING:second", "OK"])
+        #expect(try await harness.run { try await first.value } == ["+PING:first", "OK"])
+        #expect(harness.clock.elapsed - start > .milliseconds(600))
         await harness.finish()
     }
 

@@ -14,7 +14,7 @@ import CoreBluetooth  // the stand-in, under Apple's name (XTALK_APPLE_STANDINS=
 /// (.ci/run). The second run proves something only if the client really went
 /// through the CoreBluetooth backend; a misspelt value would silently run the
 /// simulated central again.
-@Suite("The backend the client suite runs through", .timeLimit(.minutes(1)))
+@Suite("The backend the client suite runs through", .timeLimit(.minutes(5)))
 @MainActor
 struct BackendSelectionTests {
     @Test("XTALK_BACKEND names a known backend")

@@ -6,7 +6,7 @@ import XTalkSimulator
 /// Every public entry point of the client with bad values: each gets its
 /// documented typed error before any byte is written, and the client stays
 /// usable (the next good command gets its own answer).
-@Suite("Bad input: every public entry point, a typed error, a usable client")
+@Suite("Bad input: every public entry point, a typed error, a usable client", .timeLimit(.minutes(5)))
 @MainActor
 struct BadInputTableTests {
     /// One bad call and the error it must produce.

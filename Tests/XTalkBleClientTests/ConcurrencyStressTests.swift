@@ -3,7 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("200 concurrent callers under a +DI: flood")
+@Suite("200 concurrent callers under a +DI: flood", .timeLimit(.minutes(10)))
 @MainActor
 struct ConcurrencyStressTests {
     enum Outcome: Equatable, Sendable {

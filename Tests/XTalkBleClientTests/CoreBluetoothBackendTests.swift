@@ -70,7 +70,7 @@ final class CoreBluetoothProbe {
     }
 }
 
-@Suite("CoreBluetooth backend: delegate handling")
+@Suite("CoreBluetooth backend: delegate handling", .timeLimit(.minutes(5)))
 @MainActor
 struct CoreBluetoothBackendTests {
     @Test("the client reaches atReady through CoreBluetooth, and runs commands")

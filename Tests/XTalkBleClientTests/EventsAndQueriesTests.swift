@@ -4,7 +4,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("Events, observers and device-information queries (seed 000, seed 001 section 4)")
+@Suite("Events, observers and device-information queries (seed 000, seed 001 section 4)", .timeLimit(.minutes(5)))
 @MainActor
 struct EventsAndQueriesTests {
     @Test("URCs become typed events; the stream, onEvent and the observers see the same events in the same order")
@@ -210,7 +210,7 @@ struct EventsAndQueriesTests {
     #endif
 }
 
-@Suite("Line noise")
+@Suite("Line noise", .timeLimit(.minutes(5)))
 @MainActor
 struct LineNoiseTests {
     @Test("line noise arrives as raw passthrough bytes and never enters a response")

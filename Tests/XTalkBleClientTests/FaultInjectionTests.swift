@@ -3,7 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("Disconnect, Bluetooth power-off and teardown in every phase")
+@Suite("Disconnect, Bluetooth power-off and teardown in every phase", .timeLimit(.minutes(10)))
 @MainActor
 struct FaultInjectionTests {
     enum Fault: String, CaseIterable, Sendable {

@@ -3,7 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("Client lifecycle: scan, connect, readiness (seed 001 section 3)")
+@Suite("Client lifecycle: scan, connect, readiness (seed 001 section 3)", .timeLimit(.minutes(5)))
 @MainActor
 struct LifecycleTests {
     @Test("scanning lists devices in first-seen order with name, address, RSSI and displayName")
@@ -292,7 +292,7 @@ struct LifecycleTests {
     }
 }
 
-@Suite("The platform client on Linux")
+@Suite("The platform client on Linux", .timeLimit(.minutes(5)))
 @MainActor
 struct PlatformClientTests {
     @Test("XTalkBleClient() has no Bluetooth backend on Linux yet: scanning publishes .failed(.bluetoothUnavailable)")
@@ -309,7 +309,7 @@ struct PlatformClientTests {
     }
 }
 
-@Suite("Reconnecting at once")
+@Suite("Reconnecting at once", .timeLimit(.minutes(5)))
 @MainActor
 struct ImmediateReconnectTests {
     @Test("disconnect() and connect(id:) to the same device in one turn: the new connection is not confused with the old")

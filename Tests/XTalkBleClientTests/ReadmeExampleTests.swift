@@ -19,7 +19,7 @@ func readVersion() async throws -> [String] {
     return lines
 }
 
-@Suite("README")
+@Suite("README", .timeLimit(.minutes(5)))
 @MainActor
 struct ReadmeExampleTests {
     @Test("the README's client example works as written")

@@ -4,7 +4,7 @@ import XTalkBleSdk
 import XTalkSimulator
 
 /// Cases a review found; each failed before its fix.
-@Suite("Regressions")
+@Suite("Regressions", .timeLimit(.minutes(5)))
 @MainActor
 struct RegressionTests {
     @Test("a slow device's answer to a command of the lost connection never reaches the new connection's command")

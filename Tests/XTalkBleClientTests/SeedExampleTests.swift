@@ -3,7 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("The examples of the customer's BLE guide run against the simulator")
+@Suite("The examples of the customer's BLE guide run against the simulator", .timeLimit(.minutes(5)))
 @MainActor
 struct SeedExampleTests {
     @Test("seed 001's DeviceModel scans, connects, reaches atReady and stops, unchanged")

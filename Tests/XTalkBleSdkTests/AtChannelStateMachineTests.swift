@@ -95,7 +95,7 @@ extension XTalkAtEncoding {
     func encodeText(_ text: String) -> [UInt8] { text.utf8.map { $0 ^ key } }
 }
 
-@Suite("AT channel state machine (PROTOCOL.md sections 6 and 7)")
+@Suite("AT channel state machine (PROTOCOL.md sections 6 and 7)", .timeLimit(.minutes(5)))
 struct AtChannelStateMachineTests {
     // MARK: Commands
 
@@ -111,6 +111,36 @@ struct AtChannelStateMachineTests {
         #expect(h.outcomes[id] == .success(["+VER:2.1.0", "OK"]))
         #expect(h.liveTimers.isEmpty)
         #expect(h.machine.isIdle)
+    }
+
+    @Test("the timeout starts when the line is handed to the write pump: not while queued, not when fully written")
+    func timeoutStartsAtWrite() {
+        var h = ChannelHarness()
+        let first = h.command("AT+A", timeout: .milliseconds(100))
+        // The timer and the write come together, timer first: the clock runs while the line goes out.
+        #expect(h.actions.count == 2)
+        guard h.actions.count == 2, case .startTimer(_, .milliseconds(100)) = h.actions[0], case .write = h.actions[1] else {
+            Issue.record("submitting on a free wire acted \(h.actions)")
+            return
+        }
+        // A command queued behind it starts no timer while it waits.
+        let second = h.command("AT+B", timeout: .milliseconds(700))
+        #expect(h.actions.count == 2, "queued: no action")
+        #expect(!h.liveTimers.values.contains(.milliseconds(700)))
+        // The first line is still being written when its timeout fires: it fails with .timeout.
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[first] == .failure(.timeout))
+        h.completeLastWrite()
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        // The second reaches the front: its timer starts with its write, in the same batch.
+        #expect(h.writtenLines == ["AT+A\r\n", "AT+B\r\n"])
+        #expect(h.liveTimers.values.contains(.milliseconds(700)))
+        let tail = Array(h.actions.suffix(2))
+        guard case .startTimer(_, .milliseconds(700)) = tail[0], case .write = tail[1] else {
+            Issue.record("the second command's turn acted \(h.actions)")
+            return
+        }
+        #expect(h.outcomes[second] == nil)
     }
 
     @Test("xor encoding is used for writes and reads")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import XTalkBleSdk
 
-@Suite("Input validation before any byte is written (PROTOCOL.md sections 4 and 7)")
+@Suite("Input validation before any byte is written (PROTOCOL.md sections 4 and 7)", .timeLimit(.minutes(5)))
 struct AtInputValidationTests {
     @Test("printable ASCII commands pass", arguments: ["AT", "AT+PING=abc", "AT+FREQ=868100000", " ~", "AT+X=\"a b\""])
     func validCommands(_ text: String) throws {

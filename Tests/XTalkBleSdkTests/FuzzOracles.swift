@@ -48,7 +48,18 @@ enum StreamFuzzOracle {
     ///   the other encoding at the event cut (and the host follows,
     ///   `setEncoding`); bit 4 `receive`: the operation's timer fires at the
     ///   event cut instead of at the end, `framer`: `reset()` at the event cut;
-    ///   bit 5 the command is sent with `log: false`.
+    ///   bit 5 the command is sent with `log: false`; bits 6–7 (`receive`)
+    ///   the sequence: 0 one operation (as above); 1 two operations, 2 three,
+    ///   3 three with the last one cancelled at the event cut (see below).
+    ///
+    ///   With two or three operations, all are queued at the submit cut (the
+    ///   first as bits 1–2 and 5 say, the next ones the following kinds in the
+    ///   order automatic, collect, send, with `log: true`); at the event cut
+    ///   the operation on the wire times out (bit 4) or is cancelled (bit 4
+    ///   clear); halfway between the event cut and the end, the drain's quiet
+    ///   timer fires if a drain runs; after the last byte, timers fire until
+    ///   every operation has completed: the one on the wire times out, a drain
+    ///   ends when quiet (or at its bound when a line is still arriving).
     /// - byte 1: `n`; when n ≥ 0xC0, 80 × (n − 0xBF) filler bytes `A` (80 to
     ///   5120) are inserted into the text: long lines from short inputs.
     /// - byte 2: where the filler goes, as a fraction (n / 256) of the text.
@@ -63,6 +74,10 @@ enum StreamFuzzOracle {
         let finalEncoding: XTalkAtEncoding
         let operation: Operation
         let logs: Bool
+        /// Operations queued at the submit cut (1 to 3), the first being `operation`.
+        let operationCount: Int
+        /// The last operation is cancelled at the event cut (three operations).
+        let cancelsLast: Bool
         let switchesEncoding: Bool
         let cutAction: Bool
         let chunkSeed: UInt64
@@ -84,6 +99,8 @@ enum StreamFuzzOracle {
             finalEncoding = switchesEncoding ? (initialEncoding == .plain ? .xor : .plain) : initialEncoding
             cutAction = flags & 16 != 0
             logs = flags & 32 == 0
+            operationCount = min(3, 1 + Int(flags >> 6))
+            cancelsLast = flags >> 6 == 3
             var text = input.count > 6 ? Array(input[6...]) : []
             let pad = header(1) >= 0xC0 ? Int(header(1) - 0xBF) * 80 : 0
             if pad > 0 {
@@ -176,6 +193,8 @@ enum StreamFuzzOracle {
         init(encoding: XTalkAtEncoding) { key = encoding == .plain ? 0 : 0x5A }
 
         var hasPartialLine: Bool { !pending.isEmpty || discarding }
+
+        var encoding: XTalkAtEncoding { key == 0 ? .plain : .xor }
 
         /// The last byte of the stream (encoded), if any.
         private(set) var lastByte: UInt8?
@@ -417,18 +436,29 @@ enum StreamFuzzOracle {
 
     // MARK: Receive oracle
 
-    /// What the AT channel must do with one stream while one operation waits
-    /// (PROTOCOL.md sections 5–7 and the channel's documented rules), one byte at a time.
+    /// What the AT channel must do with one stream while one to three
+    /// operations wait (PROTOCOL.md sections 5–7 and the channel's documented
+    /// rules), one byte at a time: one FIFO, each operation's line written
+    /// when the wire is free, late lines after a timeout or cancellation
+    /// drained as events until quiet.
     struct ReferenceChannel {
         enum Phase: Equatable { case idle, transaction, draining }
         enum Completion: Equatable {
             case succeed([String])
             case fail(XTalkBleError)
         }
+        /// One queued operation.
+        struct Operation {
+            let kind: Input.Operation
+            let logs: Bool
+            let text: String
+        }
 
-        let operation: Input.Operation
-        let logs: Bool
-        let text: String
+        let operations: [Operation]
+        /// The operation on the wire (while `.transaction`), or the last one that was.
+        var active = 0
+        /// Operations waiting for the wire, in order.
+        var queue: [Int] = []
         var framer: ReferenceFramer
         var phase = Phase.idle
         var responseStarted = false
@@ -447,18 +477,39 @@ enum StreamFuzzOracle {
         var deferredEncoding: XTalkAtEncoding?
         var events: [ChannelEvent] = []
         var lineEvents = 0
-        /// Each completion, with the number of line events before it.
-        var completions: [(Completion, Int)] = []
+        /// Each completion: the operation, its result, the number of line events before it.
+        var completions: [(operation: Int, completion: Completion, lineEvents: Int)] = []
+        /// Each line written: the operation, and the encoding it is written in.
+        var writes: [(operation: Int, encoding: XTalkAtEncoding)] = []
         /// Bytes pushed so far.
         var offset = 0
-        /// Offsets at which a unit ended the operation and a deferred switch
-        /// took effect: from there on bytes decode in the new encoding.
-        var switchOffsets: [Int] = []
+        /// Offsets at which a unit ended an operation and, at once, a deferred
+        /// switch took effect or the next operation's line was written: from
+        /// there on bytes decode in the new encoding, or were received after
+        /// that write. To compare chunkings, notifications end there.
+        var splitOffsets: [Int] = []
+
+        var operation: Input.Operation { operations[active].kind }
+        var logs: Bool { operations[active].logs }
+        var text: String { operations[active].text }
+
+        /// The operations an input queues: the first as its header says, the
+        /// next ones the following kinds (automatic, collect, send, ...), logged.
+        static func operations(_ input: Input) -> [Operation] {
+            let kinds: [Input.Operation] = [.automatic, .collect, .send]
+            var kind = input.operation
+            var all: [Operation] = []
+            for index in 0..<input.operationCount {
+                let text = kind == .send ? "AT+SEND=" + sendPayloadHex : commandText + (index == 0 ? "" : "\(index + 1)")
+                all.append(Operation(kind: kind, logs: index > 0 || input.logs || kind == .send, text: text))
+                let next = (kinds.firstIndex(of: kind) ?? 0) + 1
+                kind = kinds[next % kinds.count]
+            }
+            return all
+        }
 
         init(_ input: Input) {
-            operation = input.operation
-            logs = input.logs || operation == .send
-            text = operation == .send ? "AT+SEND=" + sendPayloadHex : commandText
+            operations = Self.operations(input)
             framer = ReferenceFramer(encoding: input.initialEncoding)
         }
 
@@ -469,10 +520,31 @@ enum StreamFuzzOracle {
             for unit in units { self.unit(unit) }
         }
 
+        /// Every operation is queued at once; the first one's line is written.
         mutating func submit() {
+            queue = Array(operations.indices)
+            pump(byUnit: false)
+        }
+
+        /// The wire is free: the next waiting operation's line is written.
+        private mutating func pump(byUnit: Bool) {
+            guard phase == .idle, !queue.isEmpty else { return }
+            active = queue.removeFirst()
             phase = .transaction
             stale = framer.hasPartialLine
             aftermath = false
+            responseStarted = false
+            accepted = false
+            lines = []
+            sawFinal = false
+            sawRaw = false
+            staleReplyOpen = false
+            writes.append((active, framer.encoding))
+            if byUnit { split() }
+        }
+
+        private mutating func split() {
+            if splitOffsets.last != offset { splitOffsets.append(offset) }
         }
 
         mutating func setEncoding(_ encoding: XTalkAtEncoding) {
@@ -491,14 +563,15 @@ enum StreamFuzzOracle {
             deferredEncoding = nil
             framer.reset(encoding: encoding)
             stale = false
-            if byUnit { switchOffsets.append(offset) }
+            if byUnit { split() }
         }
 
         private mutating func complete(_ completion: Completion, then next: Phase, byUnit: Bool) {
-            completions.append((completion, lineEvents))
+            completions.append((active, completion, lineEvents))
             if operation != .send && !logs { aftermath = true }
             phase = next
             released(byUnit: byUnit)
+            pump(byUnit: byUnit)
         }
 
         mutating func unit(_ unit: FramedUnit) {
@@ -560,6 +633,7 @@ enum StreamFuzzOracle {
             }
         }
 
+        /// The timer of the operation on the wire fires.
         mutating func timerFired() {
             guard phase == .transaction else { return }  // completed: the driver cancelled the timer
             if operation == .collect {
@@ -569,56 +643,124 @@ enum StreamFuzzOracle {
                 complete(.fail(.timeout), then: .draining, byUnit: false)
             }
         }
+
+        /// The caller of an operation is cancelled: a waiting one leaves the
+        /// queue, never written; the one on the wire fails and the channel
+        /// drains; a completed one is left alone.
+        mutating func cancel(_ index: Int) {
+            if let position = queue.firstIndex(of: index) {
+                queue.remove(at: position)
+                completions.append((index, .fail(.cancelled), lineEvents))
+            } else if phase == .transaction && active == index {
+                complete(.fail(.cancelled), then: .draining, byUnit: false)
+            }
+        }
+
+        /// The drain's quiet period passed: the drain ends unless a line is
+        /// still arriving (then it waits for another quiet period).
+        mutating func quietFired() {
+            guard phase == .draining, !framer.hasPartialLine else { return }
+            phase = .idle
+            pump(byUnit: false)
+        }
+
+        /// The drain's bound: it ends, quiet or not.
+        mutating func boundFired() {
+            guard phase == .draining else { return }
+            phase = .idle
+            pump(byUnit: false)
+        }
+
+        /// After the last byte: timers fire until every operation has
+        /// completed (the one on the wire times out; a drain ends when quiet,
+        /// else at its bound).
+        mutating func runOut() {
+            for _ in 0..<(2 * operations.count + 1) {
+                switch phase {
+                case .transaction:
+                    timerFired()
+                case .draining:
+                    quietFired()
+                    boundFired()
+                case .idle:
+                    return
+                }
+            }
+        }
     }
 
-    /// What one run of the SDK's channel machine did.
+    /// What one run of the channel machine did.
     struct ChannelRun: Equatable {
         var actions: [ChannelAction] = []
+        /// The request of each operation, by index.
+        var requests: [ChannelRequestID] = []
+        /// Each line written, with the operation it belongs to.
+        var writes: [Int] = []
         var endedIdle = false
         var endedDraining = false
+
+        /// Each completion: the operation, its result, the number of line events before it.
+        var completions: [(operation: Int, completion: ReferenceChannel.Completion, lineEvents: Int)] {
+            var all: [(Int, ReferenceChannel.Completion, Int)] = []
+            var lineEvents = 0
+            for action in actions {
+                switch action {
+                case .emit(.line): lineEvents += 1
+                case .succeed(let id, let lines): all.append((requests.firstIndex(of: id) ?? -1, .succeed(lines), lineEvents))
+                case .fail(let id, let error): all.append((requests.firstIndex(of: id) ?? -1, .fail(error), lineEvents))
+                default: break
+                }
+            }
+            return all
+        }
     }
 
     /// The `receive` target: the AT channel, fed the stream in every chunking
-    /// with one operation waiting, agrees with the reference: the same events,
-    /// the operation completed once with the expected result after the
-    /// expected line, timers balanced, the same end state; every chunking acts
+    /// with one to three operations waiting, agrees with the reference: the
+    /// same events, every operation completed once with the expected result
+    /// after the expected line, each line written in turn and in the expected
+    /// encoding, timers balanced, the same end state; every chunking acts
     /// identically; and every parsed `+DI:`/`+CRCERR:` re-encodes to the same frame.
     static func checkReceive(_ bytes: [UInt8]) throws(FuzzOracleFailure) {
-        let input = Input(bytes)
+        try checkReceive(bytes, channel: AtChannelStateMachine.self)
+    }
 
-        var model = ReferenceChannel(input)
-        for offset in 0..<input.submitCut { model.push(input.stream[offset]) }
-        model.submit()
-        for offset in input.submitCut..<input.eventCut { model.push(input.stream[offset]) }
-        if input.cutAction { model.timerFired() }
-        if input.switchesEncoding { model.setEncoding(input.finalEncoding) }
-        for offset in input.eventCut..<input.stream.count { model.push(input.stream[offset]) }
-        if !input.cutAction { model.timerFired() }
+    /// `checkReceive` against any channel (tests show it flags a broken one).
+    static func checkReceive<Channel: FuzzChannel>(_ bytes: [UInt8], channel: Channel.Type) throws(FuzzOracleFailure) {
+        let input = Input(bytes)
+        let model = reference(input)
+        try fuzzRequire(model.completions.count == model.operations.count
+                            && Set(model.completions.map(\.operation)).count == model.operations.count,
+                        "reference: completions \(model.completions) for \(model.operations.count) operations")
 
         var first: ChannelRun? = nil
         for chunking in Chunking.allCases {
-            // A switch deferred until the operation ended takes effect after the
-            // batch that ended it; to compare chunkings, notifications end there.
-            let run = try runChannel(input, chunking: chunking, alsoSplitAt: model.switchOffsets)
+            // A switch deferred until the operation ended, and the next operation's
+            // write, take effect after the batch that ended it; to compare
+            // chunkings, notifications end there.
+            let run = try runChannel(input, channel: Channel.self, chunking: chunking, alsoSplitAt: model.splitOffsets)
             let events = run.actions.compactMap { action -> ChannelEvent? in
                 if case .emit(let event) = action { return event } else { return nil }
             }
             try fuzzRequire(events == model.events, "receive, \(chunking): \(firstDifference(events, model.events))")
-            var completions: [(ReferenceChannel.Completion, Int)] = []
-            var lineEvents = 0
-            for action in run.actions {
-                switch action {
-                case .emit(.line): lineEvents += 1
-                case .succeed(_, let lines): completions.append((.succeed(lines), lineEvents))
-                case .fail(_, let error): completions.append((.fail(error), lineEvents))
-                default: break
-                }
-            }
-            try fuzzRequire(completions.count == 1 && model.completions.count == 1
-                                && completions[0].0 == model.completions[0].0 && completions[0].1 == model.completions[0].1,
+            let completions = run.completions
+            try fuzzRequire(completions.map(\.operation) == model.completions.map(\.operation)
+                                && completions.map(\.completion) == model.completions.map(\.completion)
+                                && completions.map(\.lineEvents) == model.completions.map(\.lineEvents),
                             "receive, \(chunking): completions \(completions), expected \(model.completions)")
+            try fuzzRequire(run.writes == model.writes.map(\.operation),
+                            "receive, \(chunking): lines written for operations \(run.writes), expected \(model.writes.map(\.operation))")
             try fuzzRequire(run.endedIdle == (model.phase == .idle) && run.endedDraining == (model.phase == .draining),
                             "receive, \(chunking): ended idle \(run.endedIdle), draining \(run.endedDraining); expected \(model.phase)")
+            var written = 0
+            for action in run.actions {
+                guard case .write(_, let line) = action else { continue }
+                let (operation, encoding) = model.writes[written]
+                let key: UInt8 = encoding == .plain ? 0 : 0x5A
+                let expected = Array((model.operations[operation].text + "\r\n").utf8).map { $0 ^ key }
+                try fuzzRequire(line == expected, "receive, \(chunking): write \(written) is \(line), expected \(expected)")
+                written += 1
+            }
             if let first {
                 try fuzzRequire(run == first, "receive: \(chunking) acted differently: \(firstDifference(run.actions, first.actions))")
             } else {
@@ -652,30 +794,82 @@ enum StreamFuzzOracle {
         }
     }
 
-    /// Runs the SDK's channel machine over the stream, notifications also
-    /// ending at `alsoSplitAt`; checks the action protocol (one write, the
-    /// encoded command; timers started once, cancelled only while running).
-    static func runChannel(_ input: Input, chunking: Chunking, alsoSplitAt splits: [Int]) throws(FuzzOracleFailure) -> ChannelRun {
-        var channel = AtChannelStateMachine(encoding: input.initialEncoding)
+    /// Where the stream's half after the event cut begins (two or three operations: the drain's quiet timer fires there).
+    static func drainCut(_ input: Input) -> Int {
+        input.eventCut + (input.stream.count - input.eventCut) / 2
+    }
+
+    /// The reference, driven through the input's script.
+    static func reference(_ input: Input) -> ReferenceChannel {
+        var model = ReferenceChannel(input)
+        let sequence = input.operationCount > 1
+        for offset in 0..<input.submitCut { model.push(input.stream[offset]) }
+        model.submit()
+        for offset in input.submitCut..<input.eventCut { model.push(input.stream[offset]) }
+        if input.cutAction {
+            model.timerFired()
+        } else if sequence {
+            model.cancel(model.active)
+        }
+        if input.cancelsLast { model.cancel(input.operationCount - 1) }
+        if input.switchesEncoding { model.setEncoding(input.finalEncoding) }
+        let drainCut = sequence ? drainCut(input) : input.eventCut
+        for offset in input.eventCut..<drainCut { model.push(input.stream[offset]) }
+        if sequence { model.quietFired() }
+        for offset in drainCut..<input.stream.count { model.push(input.stream[offset]) }
+        if sequence {
+            model.runOut()
+        } else if !input.cutAction {
+            model.timerFired()
+        }
+        return model
+    }
+
+    /// Runs a channel machine over the stream through the input's script,
+    /// notifications also ending at `alsoSplitAt`; checks the action protocol
+    /// (lines written one at a time, each completed at once; timers started
+    /// once, cancelled only while running; requests completed once).
+    static func runChannel<Channel: FuzzChannel>(
+        _ input: Input, channel _: Channel.Type, chunking: Chunking, alsoSplitAt splits: [Int]
+    ) throws(FuzzOracleFailure) -> ChannelRun {
+        var channel = Channel.make(encoding: input.initialEncoding)
+        let operations = ReferenceChannel.operations(input)
+        let sequence = operations.count > 1
         var run = ChannelRun()
-        var live = Set<ChannelTimerID>()
+        var live: [ChannelTimerID: Duration] = [:]
         var started = Set<ChannelTimerID>()
-        var writes = 0
+        var completed = Set<ChannelRequestID>()
         func apply(_ actions: [ChannelAction]) throws(FuzzOracleFailure) {
+            var writes: [ChannelWriteID] = []
             for action in actions {
                 switch action {
-                case .startTimer(let id, _):
+                case .startTimer(let id, let duration):
                     try fuzzRequire(started.insert(id).inserted, "\(chunking): \(id) started twice")
-                    live.insert(id)
+                    live[id] = duration
                 case .cancelTimer(let id):
-                    try fuzzRequire(live.remove(id) != nil, "\(chunking): \(id) cancelled but not running")
-                case .write: writes += 1
+                    try fuzzRequire(live.removeValue(forKey: id) != nil, "\(chunking): \(id) cancelled but not running")
+                case .write(let id, _):
+                    // The line of the first operation neither written nor completed.
+                    let next = run.requests.indices.first { !run.writes.contains($0) && !completed.contains(run.requests[$0]) }
+                    try fuzzRequire(next != nil, "\(chunking): a write with no operation waiting")
+                    run.writes.append(next ?? -1)
+                    writes.append(id)
+                case .succeed(let id, _), .fail(let id, _):
+                    try fuzzRequire(completed.insert(id).inserted, "\(chunking): \(id) completed twice")
                 case .withdrawWrite, .grantSession:
                     throw FuzzOracleFailure(description: "\(chunking): unexpected \(action)")
-                case .succeed, .fail, .emit: break
+                case .emit: break
                 }
             }
             run.actions += actions
+            // The link takes each line at once.
+            for id in writes { try apply(channel.writeCompleted(id)) }
+        }
+        /// Fires the running timer of that duration, if any.
+        func fire(_ duration: Duration) throws(FuzzOracleFailure) {
+            guard let id = live.first(where: { $0.value == duration })?.key else { return }
+            live.removeValue(forKey: id)
+            try apply(channel.timerFired(id))
         }
         var chunker = Chunker(chunking, seed: input.chunkSeed)
         var position = 0
@@ -694,34 +888,55 @@ enum StreamFuzzOracle {
         }
 
         try feed(to: input.submitCut)
-        let submitted: [ChannelAction]
-        switch input.operation {
-        case .automatic, .collect:
-            (_, submitted) = channel.submitCommand(
-                commandText, timeout: timeout, mode: input.operation == .collect ? .collectUntilTimeout : .automatic,
-                log: input.logs, owner: nil)
-        case .send:
-            (_, submitted) = channel.submitSend(hexPayload: sendPayloadHex, timeout: timeout, owner: nil)
+        for (index, operation) in operations.enumerated() {
+            let (id, submitted): (ChannelRequestID, [ChannelAction])
+            switch operation.kind {
+            case .automatic, .collect:
+                (id, submitted) = channel.submitCommand(
+                    operation.text, timeout: timeout, mode: operation.kind == .collect ? .collectUntilTimeout : .automatic,
+                    log: operation.logs, owner: nil)
+            case .send:
+                (id, submitted) = channel.submitSend(hexPayload: sendPayloadHex, timeout: timeout, owner: nil)
+            }
+            run.requests.append(id)
+            if index == 0 {
+                let key: UInt8 = input.initialEncoding == .plain ? 0 : 0x5A
+                guard submitted.count == 2, case .startTimer(_, timeout) = submitted[0],
+                      case .write(_, let line) = submitted[1], line == Array((operation.text + "\r\n").utf8).map({ $0 ^ key })
+                else { throw FuzzOracleFailure(description: "\(chunking): submitting acted \(submitted)") }
+            } else {
+                try fuzzRequire(submitted.isEmpty, "\(chunking): submitting a queued operation acted \(submitted)")
+            }
+            try apply(submitted)
         }
-        let text = input.operation == .send ? "AT+SEND=" + sendPayloadHex : commandText
-        let key: UInt8 = input.initialEncoding == .plain ? 0 : 0x5A
-        guard submitted.count == 2, case .startTimer(let timer, timeout) = submitted[0],
-              case .write(let write, let line) = submitted[1], line == Array((text + "\r\n").utf8).map({ $0 ^ key })
-        else { throw FuzzOracleFailure(description: "\(chunking): submitting acted \(submitted)") }
-        try apply(submitted)
-        try apply(channel.writeCompleted(write))
         try feed(to: input.eventCut)
-        if input.cutAction && live.contains(timer) {
-            live.remove(timer)
-            try apply(channel.timerFired(timer))
+        if input.cutAction {
+            try fire(timeout)
+        } else if sequence, let wire = run.writes.last, !completed.contains(run.requests[wire]) {
+            try apply(channel.cancel(run.requests[wire]))
         }
+        if input.cancelsLast { try apply(channel.cancel(run.requests[operations.count - 1])) }
         if input.switchesEncoding { channel.setEncoding(input.finalEncoding) }
-        try feed(to: input.stream.count)
-        if !input.cutAction && live.contains(timer) {
-            live.remove(timer)
-            try apply(channel.timerFired(timer))
+        if sequence {
+            try feed(to: drainCut(input))
+            try fire(AtChannelStateMachine.defaultDrainQuiet)
         }
-        try fuzzRequire(writes == 1, "\(chunking): \(writes) writes")
+        try feed(to: input.stream.count)
+        if sequence {
+            for _ in 0..<(2 * operations.count + 1) {
+                if live.values.contains(timeout) {
+                    try fire(timeout)
+                } else if channel.isDraining {
+                    try fire(AtChannelStateMachine.defaultDrainQuiet)
+                    if channel.isDraining { try fire(AtChannelStateMachine.defaultDrainBound) }
+                } else {
+                    break
+                }
+            }
+        } else if !input.cutAction {
+            try fire(timeout)
+        }
+        try fuzzRequire(completed.count == operations.count, "\(chunking): \(completed.count) of \(operations.count) operations completed")
         try fuzzRequire(channel.encoding == input.finalEncoding, "\(chunking): the encoding is \(channel.encoding)")
         run.endedIdle = channel.isIdle
         run.endedDraining = channel.isDraining
@@ -744,4 +959,28 @@ enum StreamFuzzOracle {
         let want = index < expected.count ? "\(expected[index])" : "nothing"
         return "at \(index) of \(actual.count) (expected \(expected.count)): got \(got), expected \(want)"
     }
+}
+
+/// The channel interface the `receive` oracle drives: the SDK's machine, or in
+/// tests a deliberately broken variant that the oracle must flag.
+protocol FuzzChannel {
+    static func make(encoding: XTalkAtEncoding) -> Self
+    var encoding: XTalkAtEncoding { get }
+    var isIdle: Bool { get }
+    var isDraining: Bool { get }
+    var isClosed: Bool { get }
+    mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction]
+    mutating func submitCommand(
+        _ text: String, timeout: Duration, mode: AtChannelStateMachine.ResponseMode, log: Bool, owner: ChannelRequestID?
+    ) -> (ChannelRequestID, [ChannelAction])
+    mutating func submitSend(hexPayload: String, timeout: Duration, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction])
+    mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction]
+    mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction]
+    mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction]
+    mutating func setEncoding(_ encoding: XTalkAtEncoding)
+    mutating func disconnected(_ error: XTalkBleError) -> [ChannelAction]
+}
+
+extension AtChannelStateMachine: FuzzChannel {
+    static func make(encoding: XTalkAtEncoding) -> Self { Self(encoding: encoding) }
 }

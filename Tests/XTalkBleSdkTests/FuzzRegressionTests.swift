@@ -31,7 +31,7 @@ struct FuzzSeed: Sendable, CustomTestStringConvertible {
 /// every `swift test` checks them. Both targets read the same input format,
 /// so every seed goes through both oracles. Inputs a fuzzer found are pinned
 /// below, minimized, with what they broke.
-@Suite("Fuzz regression: framer and receive path (Fuzz/README.md)")
+@Suite("Fuzz regression: framer and receive path (Fuzz/README.md)", .timeLimit(.minutes(5)))
 struct StreamFuzzRegressionTests {
     static let seeds = FuzzSeed.all("receive") + FuzzSeed.all("framer")
 
@@ -60,6 +60,30 @@ struct StreamFuzzRegressionTests {
         }
     }
 
+    /// Every seed again as a sequence (header byte 0, bits 6–7): two
+    /// operations, three, three with the last cancelled; the first one times
+    /// out or is cancelled at the event cut (bit 4), a drain's quiet timer
+    /// fires halfway to the end.
+    static let sequences: [FuzzSeed] = FuzzSeed.all("receive").flatMap { seed in
+        [0x40, 0x80, 0xC0].flatMap { sequence in
+            [0x00, 0x10].map { cut in
+                var bytes = seed.bytes.isEmpty ? [0] : seed.bytes
+                bytes[0] = bytes[0] & 0x2F | UInt8(sequence | cut)
+                return FuzzSeed(target: "receive", name: "\(seed.name) as 0x\(String(bytes[0], radix: 16))", bytes: bytes)
+            }
+        }
+    }
+
+    @Test("every receive seed, as two or three operations with a timeout or a cancellation, passes the receive oracle",
+          arguments: sequences)
+    func sequenceOracle(_ seed: FuzzSeed) {
+        do {
+            try StreamFuzzOracle.checkReceive(seed.bytes)
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
     /// Hand-made inputs at corners of the oracles, in the fuzz input format
     /// (6-byte header, then the device's text; see `StreamFuzzOracle.Input`).
     /// No fuzzer input has failed on these targets so far; those would join here.
@@ -81,4 +105,123 @@ struct StreamFuzzRegressionTests {
             Issue.record("\(name): \(error)")
         }
     }
+}
+
+/// The receive oracle's sequences (two or three operations, a timeout or a
+/// cancellation, the drain's timers) on hand-made inputs: the reference gives
+/// the results worked out here by hand from PROTOCOL.md section 6, the SDK's
+/// channel agrees with it, and a channel that skips the drain is caught.
+@Suite("Fuzz oracle: sequences of operations, drains and cancellations", .timeLimit(.minutes(5)))
+struct ReceiveSequenceOracleTests {
+    typealias Completion = StreamFuzzOracle.ReferenceChannel.Completion
+
+    /// Header (6 bytes), then the device's text.
+    static func input(_ flags: UInt8, event: UInt8 = 0, _ text: String) -> [UInt8] {
+        [flags, 0, 0, 0, 0, event] + Array(text.utf8)
+    }
+
+    struct Case: Sendable, CustomTestStringConvertible {
+        let name: String
+        let bytes: [UInt8]
+        /// (operation, result, line events before it), in completion order.
+        let completions: [(Int, Completion, Int)]
+        /// The operation of each line written, in order.
+        let writes: [Int]
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "the first of two times out; its late answer is drained; quiet, the next gets its own",
+             bytes: input(0x50, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
+             completions: [(0, .fail(.timeout), 0), (1, .succeed(["+V:2", "OK"]), 4)], writes: [0, 1]),
+        Case(name: "the first of two is cancelled; its late answer is drained; quiet, the next gets its own",
+             bytes: input(0x40, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
+             completions: [(0, .fail(.cancelled), 0), (1, .succeed(["+V:2", "OK"]), 4)], writes: [0, 1]),
+        Case(name: "three: the first cancelled on the wire, the last while waiting (never written)",
+             bytes: input(0xC0, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
+             completions: [(0, .fail(.cancelled), 0), (2, .fail(.cancelled), 0), (1, .succeed(["+V:2", "OK"]), 4)],
+             writes: [0, 1]),
+        Case(name: "a line still arriving when the quiet timer fires keeps the drain going; what follows is drained too",
+             bytes: input(0x50, "+A\r\n+BBBBBBBBB\r\nOK\r\n"),
+             completions: [(0, .fail(.timeout), 0), (1, .succeed([]), 3)], writes: [0, 1]),
+        Case(name: "xor, three: a send, then a command written as the send finishes, then a window cut by its timer",
+             bytes: input(0x95, event: 0xFF, "OK\r\n+SENDFIN:OK\r\n+P:2\r\nOK\r\n+P:3\r\nOK\r\n"),
+             completions: [(0, .succeed([]), 2), (1, .succeed(["+P:2", "OK"]), 4), (2, .succeed(["+P:3"]), 5)],
+             writes: [0, 1, 2]),
+    ]
+
+    @Test("the reference gives the hand-worked results, and the SDK's channel agrees", arguments: cases)
+    func handWorked(_ example: Case) throws {
+        let model = StreamFuzzOracle.reference(StreamFuzzOracle.Input(example.bytes))
+        #expect(model.completions.map(\.operation) == example.completions.map(\.0))
+        #expect(model.completions.map(\.completion) == example.completions.map(\.1))
+        #expect(model.completions.map(\.lineEvents) == example.completions.map(\.2))
+        #expect(model.writes.map(\.operation) == example.writes)
+        #expect(model.phase == .idle)
+        do {
+            try StreamFuzzOracle.checkReceive(example.bytes)
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
+    @Test("a channel that writes the next command right after a timeout or cancellation, without draining, is flagged",
+          arguments: [0x40, 0x50] as [UInt8])
+    func noDrainIsFlagged(_ flags: UInt8) throws {
+        let bytes = Self.input(flags, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n")
+        try StreamFuzzOracle.checkReceive(bytes)  // the SDK's channel passes
+        let failure = #expect(throws: FuzzOracleFailure.self) {
+            try StreamFuzzOracle.checkReceive(bytes, channel: NoDrainChannel.self)
+        }
+        // The late answer was taken for the next command's.
+        #expect(failure?.description.contains("completions") == true, "\(String(describing: failure))")
+        #expect(failure?.description.contains("+V:1") == true, "\(String(describing: failure))")
+    }
+}
+
+/// A known-bad channel: the SDK's machine, except that a drain ends the moment
+/// it starts (its bound fires at once), so the next command is written right
+/// after a timeout or cancellation and a late answer is read as its reply.
+struct NoDrainChannel: FuzzChannel {
+    var inner: AtChannelStateMachine
+
+    static func make(encoding: XTalkAtEncoding) -> Self { Self(inner: AtChannelStateMachine(encoding: encoding)) }
+    var encoding: XTalkAtEncoding { inner.encoding }
+    var isIdle: Bool { inner.isIdle }
+    var isDraining: Bool { inner.isDraining }
+    var isClosed: Bool { inner.isClosed }
+
+    /// When `actions` start a drain, ends it at once and hides its timers.
+    private mutating func skippingDrain(_ actions: [ChannelAction]) -> [ChannelAction] {
+        var bound: ChannelTimerID?
+        var quiet: ChannelTimerID?
+        for case .startTimer(let id, let duration) in actions {
+            if duration == AtChannelStateMachine.defaultDrainBound { bound = id }
+            if duration == AtChannelStateMachine.defaultDrainQuiet { quiet = id }
+        }
+        guard let bound, let quiet else { return actions }
+        let ended = inner.timerFired(bound)
+        return actions.filter { action in
+            if case .startTimer(let id, _) = action { return id != bound && id != quiet }
+            return true
+        } + ended.filter { action in
+            if case .cancelTimer(quiet) = action { return false }
+            return true
+        }
+    }
+
+    mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction] { inner.bytesReceived(bytes) }
+    mutating func submitCommand(
+        _ text: String, timeout: Duration, mode: AtChannelStateMachine.ResponseMode, log: Bool, owner: ChannelRequestID?
+    ) -> (ChannelRequestID, [ChannelAction]) {
+        inner.submitCommand(text, timeout: timeout, mode: mode, log: log, owner: owner)
+    }
+    mutating func submitSend(hexPayload: String, timeout: Duration, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction]) {
+        inner.submitSend(hexPayload: hexPayload, timeout: timeout, owner: owner)
+    }
+    mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] { inner.writeCompleted(id) }
+    mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction] { skippingDrain(inner.timerFired(id)) }
+    mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction] { skippingDrain(inner.cancel(id)) }
+    mutating func setEncoding(_ encoding: XTalkAtEncoding) { inner.setEncoding(encoding) }
+    mutating func disconnected(_ error: XTalkBleError) -> [ChannelAction] { inner.disconnected(error) }
 }

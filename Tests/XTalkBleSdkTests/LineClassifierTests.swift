@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import XTalkBleSdk
 
-@Suite("Line classes and DI/CRCERR field rules (PROTOCOL.md sections 5 and 6)")
+@Suite("Line classes and DI/CRCERR field rules (PROTOCOL.md sections 5 and 6)", .timeLimit(.minutes(5)))
 struct LineClassifierTests {
     struct Vector: CustomTestStringConvertible, Sendable {
         let line: String

@@ -32,7 +32,7 @@ func randomChunks(total: Int, maxChunk: Int, using rng: SimulatorRandom) -> [Int
     return sizes
 }
 
-@Suite("Line framer: bytes to lines (PROTOCOL.md section 4)")
+@Suite("Line framer: bytes to lines (PROTOCOL.md section 4)", .timeLimit(.minutes(5)))
 struct LineFramerTests {
     struct Vector: CustomTestStringConvertible, Sendable {
         let name: String

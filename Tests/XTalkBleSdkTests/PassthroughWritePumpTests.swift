@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import XTalkBleSdk
 
-@Suite("Passthrough write pump: chunking and flow control (PROTOCOL.md section 3)")
+@Suite("Passthrough write pump: chunking and flow control (PROTOCOL.md section 3)", .timeLimit(.minutes(5)))
 struct PassthroughWritePumpTests {
     let a = ChannelWriteID(raw: 1)
     let b = ChannelWriteID(raw: 2)

@@ -46,7 +46,7 @@ private func usageError(_ arguments: [String], _ spec: CommandSpec = sendSpec) -
 }
 
 /// The command-line parser: grammar, usage errors, typed values and help text.
-@Suite("Argument parser")
+@Suite("Argument parser", .timeLimit(.minutes(5)))
 struct ArgumentParserTests {}
 
 extension ArgumentParserTests {

@@ -22,7 +22,7 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
 /// and the scale figure.
 private let expectedRowsPerFigure: [String: Int] = ["1": 12, "2": 4, "3": 2, "4": 4, "5": 2, "6": 1]
 
-@Suite("xtalk bench")
+@Suite("xtalk bench", .timeLimit(.minutes(10)))
 @MainActor
 struct BenchTests {
     // No timing assertions: figures depend on the machine. What is checked is
@@ -77,7 +77,7 @@ struct BenchTests {
     }
 }
 
-@Suite("xtalk chaos")
+@Suite("xtalk chaos", .timeLimit(.minutes(10)))
 @MainActor
 struct ChaosCommandTests {
     @Test("--scenarios N runs N scenarios and summarises; --seed replays one with its trace")

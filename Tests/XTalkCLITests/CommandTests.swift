@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import XTalkCLI
 
-@Suite("xtalk commands, in-process on the simulator in virtual time")
+@Suite("xtalk commands, in-process on the simulator in virtual time", .timeLimit(.minutes(5)))
 @MainActor
 struct CommandTests {
     @Test("xtalk --help lists every command and the exit codes")

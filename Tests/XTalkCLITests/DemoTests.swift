@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import XTalkCLI
 
-@Suite("xtalk demo")
+@Suite("xtalk demo", .timeLimit(.minutes(5)))
 @MainActor
 struct DemoTests {
     @Test("in-process: six steps pass, each with its outcome and duration; JSON too")
@@ -46,7 +46,7 @@ struct DemoTests {
 
 /// The built binary, as a child process on the real clock: every wait on it
 /// is bounded (XtalkChild), and its stderr is checked for continuation misuse.
-@Suite("xtalk binary", .timeLimit(.minutes(2)))
+@Suite("xtalk binary", .timeLimit(.minutes(5)))
 struct BinaryTests {
     @Test("the built xtalk binary runs the demo on the real clock and exits 0")
     func demo() throws {

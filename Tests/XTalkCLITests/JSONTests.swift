@@ -42,7 +42,7 @@ private func sameValue(_ parsed: Any, _ expected: JSONValue) -> Bool {
 }
 
 /// The `--json` encoder: escaping, number formatting, field order, and Foundation reading it back.
-@Suite("JSON")
+@Suite("JSON", .timeLimit(.minutes(5)))
 struct JSONTests {}
 
 extension JSONTests {

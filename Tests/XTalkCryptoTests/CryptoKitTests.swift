@@ -7,7 +7,7 @@ import CryptoKit
 import Foundation
 import Testing
 
-@Suite struct CryptoKitTests {
+@Suite(.timeLimit(.minutes(5))) struct CryptoKitTests {
     /// Keys from the RFC 8032 vectors derive the documented public key, and their signatures verify.
     @Test(arguments: Vector.all)
     func signsAndVerifiesKnownVector(_ vector: Vector) throws {

@@ -57,7 +57,7 @@ func flipping(_ bytes: [UInt8], bit: Int) -> [UInt8] {
     return copy
 }
 
-@Suite struct Ed25519Tests {
+@Suite(.timeLimit(.minutes(5))) struct Ed25519Tests {
     @Test(arguments: Vector.all)
     func derivesPublicKeyFromSeed(_ vector: Vector) throws {
         let key = try Ed25519PrivateKey(seed: hex(vector.seed))

@@ -5,7 +5,7 @@
 import Testing
 @testable import XTalkLibCrypto
 
-@Suite struct LibCryptoLoaderTests {
+@Suite(.timeLimit(.minutes(5))) struct LibCryptoLoaderTests {
     @Test func missingLibraryIsNamedInError() throws {
         let error = try #require(throws: LibCryptoError.self) { try LibCrypto.load(from: ["libdoesnotexist.so.9"]) }
         guard case .libraryUnavailable = error else {

@@ -1,7 +1,7 @@
 import Testing
 @testable import XTalkCrypto
 
-@Suite struct SecureRandomTests {
+@Suite(.timeLimit(.minutes(5))) struct SecureRandomTests {
     @Test func returnsRequestedCountAndFreshBytes() throws {
         let first = try SecureRandom.bytes(count: 16)
         let second = try SecureRandom.bytes(count: 16)

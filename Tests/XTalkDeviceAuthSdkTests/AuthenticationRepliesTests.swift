@@ -1,7 +1,7 @@
 import Testing
 @testable import XTalkDeviceAuthSdk
 
-@Suite("Authentication reply parsers (PROTOCOL.md sections 8 and 9)")
+@Suite("Authentication reply parsers (PROTOCOL.md sections 8 and 9)", .timeLimit(.minutes(5)))
 struct AuthenticationRepliesTests {
     static let signature = String(repeating: "AB", count: 64)
 

@@ -30,7 +30,7 @@ struct FuzzSeed: Sendable, CustomTestStringConvertible {
 /// the targets' own oracles (Tests/XTalkDeviceAuthSdkTests/FuzzOracles.swift),
 /// so that every `swift test` checks them; and the inputs the fuzzers found,
 /// minimized and pinned.
-@Suite("Fuzz regression: authentication replies and device identifiers (Fuzz/README.md)")
+@Suite("Fuzz regression: authentication replies and device identifiers (Fuzz/README.md)", .timeLimit(.minutes(5)))
 struct AuthFuzzRegressionTests {
     @Test("the committed corpus is there")
     func corpusIsThere() {

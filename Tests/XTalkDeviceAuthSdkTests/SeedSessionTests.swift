@@ -4,7 +4,7 @@ import XTalkBleSdk
 import XTalkDeviceAuthSdk
 import XTalkSimulator
 
-@Suite("Seed 002: the end-to-end session and its acceptance sequence, on the simulator", .timeLimit(.minutes(2)))
+@Suite("Seed 002: the end-to-end session and its acceptance sequence, on the simulator", .timeLimit(.minutes(5)))
 @MainActor
 struct SeedSessionTests {
     struct Readiness: Equatable {

@@ -1,7 +1,7 @@
 import Testing
 import XTalkDeviceAuthSdk
 
-@Suite("XTalkDeviceIDCodec (PROTOCOL.md section 9)")
+@Suite("XTalkDeviceIDCodec (PROTOCOL.md section 9)", .timeLimit(.minutes(5)))
 struct XTalkDeviceIDCodecTests {
     @Test("canonicalize sets bit 31 and is idempotent")
     func canonicalize() {

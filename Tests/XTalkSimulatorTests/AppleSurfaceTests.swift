@@ -12,7 +12,7 @@ import Combine
 import Observation
 #endif
 
-@Suite("Apple surface")
+@Suite("Apple surface", .timeLimit(.minutes(5)))
 @MainActor
 struct AppleSurfaceTests {
     /// A client on one simulated device in virtual time, with what it needs to be shut down.

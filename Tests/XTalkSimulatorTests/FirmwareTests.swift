@@ -160,7 +160,7 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
 
 // MARK: - Tests
 
-@Suite @MainActor struct FirmwareTests {
+@Suite(.timeLimit(.minutes(5))) @MainActor struct FirmwareTests {
     // MARK: Commands
 
     @Test("Answers in its own encoding, encoding every byte including CR LF", arguments: XTalkAtEncoding.allCases)

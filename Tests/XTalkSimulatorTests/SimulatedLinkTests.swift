@@ -68,7 +68,7 @@ extension BleBackendEvent {
     var stateValue: BleManagerState? { if case .stateChanged(let state) = self { state } else { nil } }
 }
 
-@Suite("Simulated BLE link and central")
+@Suite("Simulated BLE link and central", .timeLimit(.minutes(5)))
 @MainActor
 struct SimulatedLinkTests {
     @Test("the central starts unknown and reports its state shortly after creation",
@@ -516,7 +516,7 @@ struct SimulatedLinkTests {
     }
 }
 
-@Suite("Simulated device end to end over the link")
+@Suite("Simulated device end to end over the link", .timeLimit(.minutes(5)))
 @MainActor
 struct SimulatedDeviceEndToEndTests {
     /// Writes one command line and returns the decoded notification text once
@@ -602,7 +602,7 @@ struct SimulatedDeviceEndToEndTests {
     }
 }
 
-@Suite("Simulated link buffering")
+@Suite("Simulated link buffering", .timeLimit(.minutes(5)))
 @MainActor
 struct SimulatedLinkBufferTests {
     @Test("device output beyond the notification buffer is dropped and counted")

@@ -3,7 +3,7 @@ import Testing
 @testable import XTalkBleSdk
 @testable import XTalkSimulator
 
-@Suite("Virtual time: the timer queue, the virtual clock and the clock scheduler")
+@Suite("Virtual time: the timer queue, the virtual clock and the clock scheduler", .timeLimit(.minutes(5)))
 @MainActor
 struct VirtualClockTests {
     @Test("the timer queue pops by deadline, ties in scheduling order, and skips cancelled timers")

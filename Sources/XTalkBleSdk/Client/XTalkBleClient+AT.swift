@@ -69,7 +69,9 @@ extension XTalkBleClient {
     /// result code included; `ERROR` is returned, not thrown).
     ///
     /// Waits its turn behind earlier AT commands, RF sends and exclusive
-    /// sessions; `timeoutMs` counts from the moment the command is written.
+    /// sessions; `timeoutMs` counts from its turn, when its line is handed to
+    /// the write pump (queued time does not count, the time the line takes to
+    /// go out does).
     /// `.automatic` completes at the final result code, `.collectUntilTimeout`
     /// returns every line of the window. Throws `.writeFailed` for invalid
     /// text or timeout (before any byte is written), `.notConnected`,
@@ -134,7 +136,8 @@ extension XTalkBleClient {
     /// Sends a radio payload (1–240 bytes) and returns once the radio reports
     /// `+SENDFIN:OK`. Throws `.writeFailed` for an invalid payload or timeout
     /// (before any byte is written) and when the device answers `ERROR` or
-    /// `+SENDFIN:FAIL,<reason>`; `.timeout` when neither arrives in time;
+    /// `+SENDFIN:FAIL,<reason>`; `.timeout` when neither arrives within
+    /// `timeoutMs`, counted as for `runAtCommand`;
     /// and the connection and cancellation errors of `runAtCommand`.
     public func sendRfPayload(_ rawPayload: Data, timeoutMs: Int = 5_000) async throws {
         let hex = try AtInputValidation.hexPayload(rawPayload)
