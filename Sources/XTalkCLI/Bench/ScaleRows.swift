@@ -83,15 +83,23 @@ enum ScaleRow {
         let crossTalk: Bool
     }
 
+    /// Every client's device: the default one, on a 15 ms connection interval.
+    static var device: XTalkSimulatedDevice {
+        var device = XTalkSimulatedDevice()
+        device.link.connectionInterval = .milliseconds(15)
+        device.link.connectDelay = .milliseconds(20)
+        device.link.mtuExchangeDelay = .milliseconds(20)
+        return device
+    }
+
     /// `count` clients, each with its own device streaming 200 frames/s,
     /// each pinging `pings` times; returns the p99 ping round trip.
     static func run(clients count: Int, pings: Int) async throws(CLIError) -> Outcome {
         var sessions: [(XTalkSimulatedEnvironment, XTalkBleClient)] = []
         for index in 0..<count {
-            var device = XTalkSimulatedDevice(name: "xTalk-S\(index)", address: String(format: "C0:FF:EE:00:01:%02X", index))
-            device.link.connectionInterval = .milliseconds(15)
-            device.link.connectDelay = .milliseconds(20)
-            device.link.mtuExchangeDelay = .milliseconds(20)
+            var device = device
+            device.name = "xTalk-S\(index)"
+            device.address = String(format: "C0:FF:EE:00:01:%02X", index)
             let environment = XTalkSimulatedEnvironment(devices: [device], seed: UInt64(index + 1))
             sessions.append((environment, XTalkBleClient(simulator: environment)))
         }
@@ -121,6 +129,8 @@ enum ScaleRow {
         var tasks: [Task<[Duration], any Error>] = []
         for (index, (_, client)) in sessions.enumerated() {
             tasks.append(Task { @MainActor in
+                // One untimed ping: the timed ones then start at a connection event, as the model's do.
+                _ = try await client.runAtCommand("AT")
                 var times: [Duration] = []
                 for sequence in 0..<pings {
                     let start = ContinuousClock.now
@@ -157,13 +167,18 @@ enum ScaleRow {
         let pings = quick ? 10 : 60
         let single = try await run(clients: 1, pings: pings)
         let eight = try await run(clients: 8, pings: pings)
-        let limit = single.p99 + .milliseconds(15)
+        // From the design: a ping's round trip on this link (`LinkModel`;
+        // back-to-back pings start at a connection event), plus one
+        // connection interval: a ping that misses its event by any delay of
+        // the process waits one whole interval for the next.
+        let roundTrip = LinkModel(device).atCommand("AT+PING=c0s0", reply: ["+PING:c0s0", "OK"])
+        let limit = roundTrip + device.link.connectionInterval
         return [
-            BenchRow(figure: "6. 8 clients × 8 devices, 200 frames/s each: p99 ping", target: "<= single p99 + 15 ms",
-                     measured: String(format: "%.1f ms (single %.1f ms)", milliseconds(eight.p99), milliseconds(single.p99)),
+            BenchRow(figure: "6. 8 clients × 8 devices, 200 frames/s each: p99 ping", target: "<= RTT + 1 CI (\(Int(milliseconds(limit))) ms)",
+                     measured: String(format: "%.1f ms (1 client %.1f ms)", milliseconds(eight.p99), milliseconds(single.p99)),
                      passed: eight.p99 <= limit && !eight.crossTalk && !single.crossTalk,
                      values: [("p99_ms", .double(milliseconds(eight.p99))), ("single_p99_ms", .double(milliseconds(single.p99))),
-                              ("cross_talk", .bool(eight.crossTalk))]),
+                              ("limit_ms", .double(milliseconds(limit))), ("cross_talk", .bool(eight.crossTalk))]),
         ]
     }
 }
