@@ -283,7 +283,7 @@ struct AtChannelStateMachineTests {
         let next = h.command("AT+NEXT")
         h.completeWrites()
         h.fire(.milliseconds(100))
-        for _ in 0..<20 { h.receive("noise\r\n") }
+        for _ in 0..<20 { h.receiveBytes([0x01, 0x6E, 0x6F, 0x0D, 0x0A]) }  // unprintable noise lines
         #expect(h.writtenLines.count == 1)
         h.fire(AtChannelStateMachine.defaultDrainBound)
         #expect(h.writtenLines.last == "AT+NEXT\r\n")
@@ -810,6 +810,39 @@ struct AtChannelStateMachineTests {
         h.receive((partial ? "te\r\n" : "") + "OK\r\n+PING:b\r\nOK\r\n")
         #expect(h.outcomes[second] == .success(["+PING:b", "OK"]))
         #expect(h.lineEvents == ["OK", "+PING:late", "OK", "+PING:b", "OK"])
+    }
+
+    @Test("a late reply begun while the channel is idle and ended after the next write stays out of its response (chaos seed 1467902980258)",
+          arguments: [false, true])
+    func lateReplyBegunWhileIdle(endsWhileIdle: Bool) {
+        var h = ChannelHarness()
+        let first = h.command("AT+PING=a")
+        h.completeWrites()
+        h.receive("+PING:a\r\nOK\r\n")
+        #expect(h.outcomes[first] == .success(["+PING:a", "OK"]))
+        // Nothing on the wire: an older command's late reply begins (and maybe ends).
+        h.receive("+PING:late\r\n" + (endsWhileIdle ? "OK\r\n" : ""))
+        let second = h.command("AT+PING=b")
+        h.completeWrites()
+        h.receive((endsWhileIdle ? "" : "OK\r\n") + "+PING:b\r\nOK\r\n")
+        #expect(h.outcomes[second] == .success(["+PING:b", "OK"]))
+        #expect(h.lineEvents == ["+PING:a", "OK", "+PING:late", "OK", "+PING:b", "OK"])
+    }
+
+    @Test("a drain that ends at its bound in the middle of a late reply leaves it open: its final code is not the next command's")
+    func drainBoundInsideALateReply() {
+        var h = ChannelHarness()
+        h.command("AT+PING=a", timeout: .milliseconds(100))
+        let next = h.command("AT+PING=b")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        for _ in 0..<20 { h.receiveBytes([0x01, 0x0D, 0x0A]) }
+        h.receive("+PING:a\r\n")
+        h.fire(AtChannelStateMachine.defaultDrainBound)
+        #expect(h.writtenLines.last == "AT+PING=b\r\n")
+        h.completeWrites()
+        h.receive("OK\r\n+PING:b\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:b", "OK"]))
     }
 
     @Test("a switch asked for during a transaction waits for it: its reply stays whole, the next command uses the new encoding")

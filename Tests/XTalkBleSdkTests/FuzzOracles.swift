@@ -471,6 +471,9 @@ enum StreamFuzzOracle {
         /// A stale reply line without its final code arrived: lines up to that
         /// final code are the old reply's, not ours.
         var staleReplyOpen = false
+        /// A reply line without its final code arrived while the wire was free or draining:
+        /// the next operation's first final code is that reply's.
+        var orphanReplyOpen = false
         /// A `log: false` command ended and no operation began since.
         var aftermath = false
         /// An encoding switch asked for while the operation owned the wire.
@@ -538,7 +541,8 @@ enum StreamFuzzOracle {
             lines = []
             sawFinal = false
             sawRaw = false
-            staleReplyOpen = false
+            staleReplyOpen = orphanReplyOpen
+            orphanReplyOpen = false
             writes.append((active, framer.encoding))
             if byUnit { split() }
         }
@@ -609,6 +613,7 @@ enum StreamFuzzOracle {
         }
 
         private mutating func response(_ line: String, final: ReferenceFinal?) {
+            if phase != .transaction { orphanReplyOpen = final == nil }
             guard phase == .transaction else { return }
             let echo = !responseStarted && line == text
             if staleReplyOpen && !echo {

@@ -163,6 +163,12 @@ struct AtChannelStateMachine {
     /// True when the framer held a partial line as the current operation began:
     /// the unit that completes it arrived (in part) before our first byte.
     private var staleTail = false
+    /// A response line arrived while no command owned the wire (a late reply
+    /// of an earlier command, while idle or draining) and its final result
+    /// code has not: the next command's first final code is that reply's,
+    /// not its own. (Should none come, the command times out: a typed
+    /// failure, never another command's lines.)
+    private var orphanReplyOpen = false
     /// Set when a `log: false` command ended: lines that arrive before the
     /// next operation starts may still be its own, so they stay out of logs.
     private var sensitiveAftermath = false
@@ -314,6 +320,7 @@ struct AtChannelStateMachine {
         let timer = ChannelTimerID(raw: makeID())
         write(text, into: &actions)
         actions.append(.startTimer(timer, window))
+        orphanReplyOpen = false  // a window ends at the first final code, whoever's it is
         state = .isolation(Isolation(kind: kind, timer: timer))
         return actions
     }
@@ -542,6 +549,7 @@ struct AtChannelStateMachine {
         activeSession = nil
         outstandingWrite = nil
         staleTail = false
+        orphanReplyOpen = false
         framer.reset()
         state = .closed(error)
         return actions
@@ -641,9 +649,13 @@ struct AtChannelStateMachine {
                 break
             }
         case .draining(var drain):
+            // A drain that ends at its bound in the middle of a reply leaves it open.
+            orphanReplyOpen = finalCode == nil
             restartQuiet(&drain, into: &actions)
             state = .draining(drain)
-        case .idle, .closed:
+        case .idle:
+            orphanReplyOpen = finalCode == nil
+        case .closed:
             break
         }
     }
@@ -729,15 +741,23 @@ struct AtChannelStateMachine {
             case .command(let text, let timeout, let mode, let log):
                 let timer = startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer))
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer,
+                                                 staleReplyOpen: takeOrphanReply()))
                 return
             case .send(let text, let timeout):
                 let timer = startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer))
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer,
+                                                 staleReplyOpen: takeOrphanReply()))
                 return
             }
         }
+    }
+
+    /// Whether a late reply is still open as an operation takes the wire (the flag is cleared).
+    private mutating func takeOrphanReply() -> Bool {
+        defer { orphanReplyOpen = false }
+        return orphanReplyOpen
     }
 
     private func nextEligibleIndex() -> Int? {
