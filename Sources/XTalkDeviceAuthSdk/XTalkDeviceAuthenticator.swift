@@ -29,6 +29,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     #endif
 
     private let transport: any DeviceAuthTransport
+    /// A bug switched on for a checker's self-test (package API): any signature is accepted.
+    package var skipsSignatureCheck = false
     private let randomBytes: @Sendable (Int) throws -> [UInt8]
     private var active: Session?
 
@@ -184,7 +186,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
                 lastFailure = failure
             case .success(let signed):
                 let message = AuthenticationReplies.signedMessage(nonce: nonce, deviceID: signed.deviceID)
-                guard Self.verify(signed.signature, message, anchors: configuration.trustAnchors) else {
+                guard skipsSignatureCheck || Self.verify(signed.signature, message, anchors: configuration.trustAnchors) else {
                     throw .signatureVerificationFailed
                 }
                 return signed.deviceID

@@ -19,6 +19,10 @@ final class Passthrough {
     /// The encoding of the newest line handed to the pump: the one a lost
     /// link may cut (an encoding switch applies between operations).
     var lineEncoding: XTalkAtEncoding
+    /// The last line and radio frame queued for the app (for injected faults only).
+    var lastLine: String?
+    var lastFrame: (payload: Data, meta: XTalkDiMeta)?
+    var framesQueued = 0
 
     init(peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding, writeType: BleWriteType) {
         self.peripheral = peripheral
@@ -168,6 +172,11 @@ extension XTalkBleClient {
         let link = Passthrough(peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
                                writeType: writeType)
         passthrough = link
+        link.channel.faults = injectedFaults
+        if injectedFaults.replaysLineAfterReconnect, let line = replayedLine {
+            enqueue(.event(.atLine(line)), generation: link.generation)
+        }
+        replayedLine = nil
         log(.info, "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
         // The device may still answer commands of the previous connection until
         // their deadline: nothing of them may reach this connection's commands.
@@ -203,6 +212,8 @@ extension XTalkBleClient {
         deviceQueries.cancelAll(client: self)
         guard let link = passthrough else { return }
         passthrough = nil
+        replayedLine = link.lastLine
+        if injectedFaults.deliversOldEventAfterDisconnect, let frame = link.lastFrame { eventAfterDisconnect = .diPayload(frame.payload, frame.meta) }
         if link.channel.owesAnswers, let until = link.timerDeadlines.values.max() {
             owedAnswers = (link.peripheral, until)
         }
@@ -318,8 +329,12 @@ extension XTalkBleClient {
         switch event {
         case .line(let line, let sensitive):
             if !sensitive { log(.debug, "← \(line)") }
+            if injectedFaults.replaysLineAfterReconnect { link.lastLine = line }
             delivery = .event(.atLine(line))
         case .radioFrame(let payload, let meta):
+            link.framesQueued += 1
+            if injectedFaults.dropsRadioFrames && link.framesQueued % 3 == 0 { return }
+            if injectedFaults.deliversOldEventAfterDisconnect { link.lastFrame = (payload, meta) }
             delivery = .event(.diPayload(payload, meta))
         case .crcError(let meta, let line):
             delivery = .event(.crcError(meta, line))

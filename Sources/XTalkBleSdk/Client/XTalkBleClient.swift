@@ -64,6 +64,13 @@ public final class XTalkBleClient: NSObject {
     /// Counts connections, so that work of an older one is recognised.
     var passthroughGeneration: UInt64 = 0
     private var connectionTimers: [ChannelTimerID: TimerToken] = [:]
+    /// Bugs switched on for a checker's self-test (package API); none by default.
+    package var injectedFaults = XTalkInjectedFaults() {
+        didSet { passthrough?.channel.faults = injectedFaults }
+    }
+    /// What the injected faults replay (nil without them).
+    var replayedLine: String?
+    var eventAfterDisconnect: XTalkBleEvent?
     let eventContinuation: AsyncStream<XTalkBleEvent>.Continuation
     /// Events waiting for delivery, with the connection they belong to (nil: the lifecycle).
     private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
@@ -204,7 +211,7 @@ public final class XTalkBleClient: NSObject {
             case .cancelTimer(let id):
                 if let token = connectionTimers.removeValue(forKey: id) { scheduler.cancel(token) }
             case .openPassthrough(let peripheral, let writeType):
-                openPassthrough(peripheral: peripheral, writeType: writeType)
+                if !injectedFaults.neverReady { openPassthrough(peripheral: peripheral, writeType: writeType) }
             case .closePassthrough(let error):
                 closePassthrough(error: error)
             }
@@ -242,12 +249,17 @@ public final class XTalkBleClient: NSObject {
             connectionState = state.connectionState
             log(.info, "connection state: \(state.connectionState)")
             enqueue(.event(.connectionStateChanged(state.connectionState)), generation: nil)
+            if let event = eventAfterDisconnect {
+                eventAfterDisconnect = nil
+                enqueue(.event(event), generation: nil)
+            }
         }
         if scanResults != state.scanResults { scanResults = state.scanResults }
         if connectedName != state.connectedName { connectedName = state.connectedName }
         if connectedAddress != state.connectedAddress { connectedAddress = state.connectedAddress }
         if connectedPeripheralId != state.connectedPeripheralId { connectedPeripheralId = state.connectedPeripheralId }
-        if atReady != state.atReady { atReady = state.atReady }
+        let ready = state.atReady && !injectedFaults.neverReady
+        if atReady != ready { atReady = ready }
         if deviceControlReady != state.deviceControlReady { deviceControlReady = state.deviceControlReady }
         deliver()
     }

@@ -86,6 +86,8 @@ struct AtChannelStateMachine {
         /// The exclusive session this operation belongs to, if any.
         var owner: ChannelRequestID?
         let kind: Kind
+        /// Its timer, already running (only with the `timesOutFromCall` fault).
+        var timer: ChannelTimerID?
     }
 
     /// An operation that owns the wire.
@@ -150,6 +152,10 @@ struct AtChannelStateMachine {
     }
 
     private var state: State = .idle
+    /// Bugs switched on for a checker's self-test; none by default.
+    var faults = XTalkInjectedFaults()
+    /// The last response a command completed with (for `answersWithPreviousReply`).
+    private var previousReply: [String]?
     /// Counts lines written, so that received units can be told apart by
     /// whether they arrived before or after a write.
     private var writesStarted: UInt64 = 0
@@ -283,7 +289,14 @@ struct AtChannelStateMachine {
         // Only the session that holds the channel can own work; a stale owner
         // (an ended session) makes the operation an ordinary one.
         let owner = (owner != nil && owner == activeSession) ? owner : nil
-        queue.append(Pending(id: id, owner: owner, kind: kind))
+        var pending = Pending(id: id, owner: owner, kind: kind)
+        if faults.timesOutFromCall {
+            switch kind {
+            case .command(_, let timeout, _, _), .send(_, let timeout): pending.timer = startTimer(timeout, into: &actions)
+            case .session: break
+            }
+        }
+        queue.append(pending)
         pump(into: &actions)
         return (id, actions)
     }
@@ -416,6 +429,10 @@ struct AtChannelStateMachine {
     /// A timer the machine started has expired.
     mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction] {
         var actions: [ChannelAction] = []
+        if let index = queue.firstIndex(where: { $0.timer == id }) {
+            actions.append(.fail(queue.remove(at: index).id, .timeout))  // (the timesOutFromCall fault)
+            return actions
+        }
         switch state {
         case .transaction(let transaction) where transaction.timer == id:
             endTransaction(transaction)
@@ -572,6 +589,11 @@ struct AtChannelStateMachine {
         switch lineClass {
         case .radioFrame(let payload, let meta):
             actions.append(.emit(.radioFrame(payload, meta)))
+            if faults.urcJoinsResponse, case .transaction(var transaction) = state, case .command = transaction.kind {
+                state = .idle
+                transaction.lines.append(line)
+                state = .transaction(transaction)
+            }
         case .crcError(let meta):
             actions.append(.emit(.crcError(meta, line)))
         case .sendFinished(let failure):
@@ -614,11 +636,16 @@ struct AtChannelStateMachine {
             }
             switch transaction.kind {
             case .command(let mode, _):
-                transaction.lines.append(line)
+                if !(faults.dropsPingLine && line.hasPrefix("+PING:")) { transaction.lines.append(line) }
                 if finalCode != nil { transaction.sawFinalCode = true }
                 if mode == .automatic && finalCode != nil {
                     actions.append(.cancelTimer(transaction.timer))
-                    actions.append(.succeed(transaction.id, transaction.lines))
+                    var lines = transaction.lines
+                    if faults.answersWithPreviousReply {
+                        lines = previousReply ?? transaction.lines  // (the first time: its own)
+                        previousReply = transaction.lines
+                    }
+                    actions.append(.succeed(transaction.id, lines))
                     endTransaction(transaction)
                     becomeIdle(into: &actions)
                 } else {
@@ -708,6 +735,11 @@ struct AtChannelStateMachine {
     /// quarantine waits for it; otherwise it starts now.
     private mutating func startDrain(into actions: inout [ChannelAction]) {
         applyPendingEncoding()
+        if faults.skipsDrain {
+            outstandingWrite = nil
+            becomeIdle(into: &actions)
+            return
+        }
         if let pending = outstandingWrite {
             actions.append(.withdrawWrite(pending))
             state = .draining(Drain(quietTimer: nil, boundTimer: nil))
@@ -739,13 +771,13 @@ struct AtChannelStateMachine {
                 activeSession = pending.id
                 actions.append(.grantSession(pending.id))
             case .command(let text, let timeout, let mode, let log):
-                let timer = startTimer(timeout, into: &actions)
+                let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
                 state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer,
                                                  staleReplyOpen: takeOrphanReply()))
                 return
             case .send(let text, let timeout):
-                let timer = startTimer(timeout, into: &actions)
+                let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
                 state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer,
                                                  staleReplyOpen: takeOrphanReply()))

@@ -1,0 +1,45 @@
+/// Bugs a checker can switch on in the SDK, to prove that it catches them
+/// (the chaos suite's self-test). Package API, never set in a product: each
+/// is a realistic mistake of a BLE client, off by default.
+package struct XTalkInjectedFaults: Sendable, Equatable {
+    /// A radio-frame URC that arrives during a command joins its response lines.
+    package var urcJoinsResponse = false
+    /// No quarantine after a timeout, cancellation or failed write: the next command goes out at once.
+    package var skipsDrain = false
+    /// A command's timeout counts from the call, not from its turn on the wire.
+    package var timesOutFromCall = false
+    /// `+PING:` lines are dropped from responses.
+    package var dropsPingLine = false
+    /// A command completes with the previous command's response.
+    package var answersWithPreviousReply = false
+    /// Every third radio frame is not delivered.
+    package var dropsRadioFrames = false
+    /// After a reconnect, the last line of the previous connection is delivered again.
+    package var replaysLineAfterReconnect = false
+    /// After the link ends, its last radio frame is delivered again.
+    package var deliversOldEventAfterDisconnect = false
+    /// The passthrough never opens: `atReady` stays false on a healthy link.
+    package var neverReady = false
+
+    package init() {}
+
+    /// Each fault alone, by name.
+    package static let each: [(name: String, faults: XTalkInjectedFaults)] = {
+        let paths: [(String, WritableKeyPath<XTalkInjectedFaults, Bool>)] = [
+            ("URC joins a response", \.urcJoinsResponse),
+            ("drain skipped", \.skipsDrain),
+            ("timeout counted from the call", \.timesOutFromCall),
+            ("+PING: line dropped", \.dropsPingLine),
+            ("answered with the previous reply", \.answersWithPreviousReply),
+            ("radio frame dropped", \.dropsRadioFrames),
+            ("old line replayed after a reconnect", \.replaysLineAfterReconnect),
+            ("old event after a disconnect", \.deliversOldEventAfterDisconnect),
+            ("never ready", \.neverReady),
+        ]
+        return paths.map { name, path in
+            var faults = XTalkInjectedFaults()
+            faults[keyPath: path] = true
+            return (name, faults)
+        }
+    }()
+}
