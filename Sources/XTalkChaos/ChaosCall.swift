@@ -2,6 +2,72 @@ import Foundation
 import XTalkBleSdk
 import XTalkDeviceAuthSdk
 
+/// One AT command line the scenario asked the client to run, directly or
+/// inside a session or an authentication: what the checker matches against
+/// the device's record.
+@MainActor
+final class WireCommand {
+    enum Outcome {
+        case lines([String])
+        /// An RF send that succeeded.
+        case sent
+        /// A no-wait call that was accepted (its answer is an event).
+        case accepted
+        case failed(any Error)
+    }
+
+    let text: String
+    /// Its window (`timeoutMs`), or a no-wait call's isolation window.
+    let timeout: Duration
+    let collects: Bool
+    let noWait: Bool
+    let madeAt: Duration
+    /// The connection the call was made on.
+    let epoch: Int
+    private(set) var endedAt: Duration?
+    private(set) var outcome: Outcome?
+    /// The client was connected / ready when the call was made.
+    var clientConnected = true
+    var clientReady = true
+
+    init(text: String, timeout: Duration, collects: Bool = false, noWait: Bool = false, madeAt: Duration, epoch: Int) {
+        self.text = text
+        self.timeout = timeout
+        self.collects = collects
+        self.noWait = noWait
+        self.madeAt = madeAt
+        self.epoch = epoch
+    }
+
+    func end(_ outcome: Outcome, at time: Duration) {
+        guard self.outcome == nil else { return }
+        self.outcome = outcome
+        endedAt = time
+    }
+
+    /// The outcome, unless it is a failure.
+    var successOutcome: Outcome? {
+        if case .failed = outcome { return nil }
+        return outcome
+    }
+
+    var failure: (any Error)? {
+        if case .failed(let error) = outcome { return error }
+        return nil
+    }
+
+    /// The caller stopped waiting for the answer: when the device may still
+    /// owe it. nil while the call waits, and for an answer the caller got.
+    var gaveUpAt: Duration? {
+        switch outcome {
+        case .failed: return endedAt
+        case .accepted: return madeAt + timeout  // the isolation window ends at the latest then
+        case .lines where collects: return endedAt
+        case .lines, .sent, nil: return nil
+        }
+    }
+}
+
 /// One call a scenario made, what it should produce, and what it did.
 @MainActor
 final class ChaosCall {
@@ -39,17 +105,16 @@ final class ChaosCall {
     let bound: Duration
     /// Which connection the call was made on (the scenario counts link losses).
     var epoch = 0
+    var madeAt = Duration.zero
+    private(set) var endedAt: Duration?
     var task: Task<Void, Never>?
     var cancelled = false
-    /// Whether the client's encoding is not the device's now (set by the scenario).
-    var inWrongEncoding: (@MainActor () -> Bool)?
-    /// The client's encoding was not the device's when the call was made.
-    var madeInWrongEncoding = false
-    /// ... and still not when it completed: it ran in the wrong encoding, so
-    /// its lines were decoded from the wrong bytes (noise may read as a line).
-    private(set) var ranInWrongEncoding = false
+    /// The command lines it ran, in order (a session's and an authentication's several).
+    var commands: [WireCommand] = []
     private(set) var completions = 0
     private(set) var outcome: Result<Success, any Error>?
+    /// Reads the clock when the call ends.
+    var now: (@MainActor () -> Duration)?
 
     init(id: Int, what: String, expectation: Expectation, bound: Duration = .zero) {
         self.id = id
@@ -80,17 +145,7 @@ final class ChaosCall {
     private func record(_ result: Result<Success, any Error>) {
         completions += 1
         outcome = result
-        if madeInWrongEncoding, inWrongEncoding?() == true { ranInWrongEncoding = true }
-    }
-
-    /// The AT response lines this call was owed, if it is a ping.
-    var tokens: [String] {
-        switch expectation {
-        case .ping(let token), .collectedPing(let token): [token]
-        case .session(let tokens): tokens
-        case .noWaitPing(let token): [token]
-        case .sent, .authenticated, .noWait: []
-        }
+        if endedAt == nil { endedAt = now?() }
     }
 
     var succeeded: Bool {
@@ -98,94 +153,48 @@ final class ChaosCall {
         return false
     }
 
-    /// Whether the call received exactly `token`'s own reply.
-    func gotOwnReply(_ token: String) -> Bool {
-        guard case .success(let success) = outcome else { return false }
-        let own = ["+PING:" + token, "OK"]
-        switch success {
-        case .lines(let lines): return lines == own
-        case .session(let responses):
-            guard let index = tokens.firstIndex(of: token), index < responses.count else { return false }
-            return responses[index] == own
-        case .sent, .authenticated, .none: return false
-        }
-    }
-
-    /// What is wrong with the outcome, if anything. `lateReply` says whether
-    /// lines are the whole late reply of an earlier command of the same
-    /// connection that did not get them itself (the protocol's limit: an AT
-    /// reply carries no correlation, and one later than the drain window is
-    /// indistinguishable from the next command's).
-    func check(expectedDeviceID: UInt32, serial: String, appEndedWork: Bool,
-               lateReply: ([String], _ position: Int, _ prefixOnly: Bool) -> Bool) -> String? {
-        guard let outcome else { return "no outcome" }
-        switch outcome {
-        case .failure(let error):
-            switch expectation {
-            case .authenticated:
-                return error is XTalkDeviceAuthError ? nil : "untyped error \(type(of: error)): \(error)"
-            default:
-                guard let error = error as? XTalkBleError else { return "untyped error \(type(of: error)): \(error)" }
-                // `.cancelled` only for a cancelled task, or work the app ended (disconnect(), teardown()).
-                if error == .cancelled && !cancelled && !appEndedWork { return "cancelled, but nobody cancelled it" }
-                return nil
-            }
-        case .success(let success):
-            switch (expectation, success) {
-            case (.ping(let token), .lines(let lines)):
-                return lines == ["+PING:" + token, "OK"] || lateReply(lines, 0, false) ? nil : "got \(lines)"
-            case (.collectedPing(let token), .lines(let lines)):
-                // A window may also collect late replies (each whole) before its own (maybe partial).
-                let expected = ["+PING:" + token, "OK"]
-                let echoed = ["AT+PING=" + token] + expected  // the echo stays when late replies came first
-                var rest = lines[...]
-                while !rest.isEmpty {
-                    if rest.count <= 2 && Array(expected.prefix(rest.count)) == Array(rest) { return nil }
-                    if rest.count < lines.count && rest.count <= 3 && Array(echoed.prefix(rest.count)) == Array(rest) { return nil }
-                    guard let length = (1...min(3, rest.count)).first(where: { lateReply(Array(rest.prefix($0)), 0, false) }) else {
-                        return lateReply(Array(rest), 0, true) ? nil : "collected \(lines)"
-                    }
-                    rest = rest.dropFirst(length)
-                }
-                return nil
-            case (.session(let tokens), .session(let responses)):
-                for (position, (token, lines)) in zip(tokens, responses).enumerated()
-                where lines != ["+PING:" + token, "OK"] && !lateReply(lines, position, false) {
-                    return "session got \(responses)"
-                }
-                return responses.count == tokens.count ? nil : "session got \(responses)"
-            case (.sent, .sent), (.noWait, .none), (.noWaitPing, .none):
-                return nil
-            case (.authenticated, .authenticated(let result)):
-                if result.identity.deviceID != expectedDeviceID || result.identity.serial != serial {
-                    return "authenticated the wrong identity \(result.identity.did) \(result.identity.serial)"
-                }
-                return nil
-            default:
-                return "unexpected success \(success)"
-            }
-        }
+    var error: (any Error)? {
+        if case .failure(let error) = outcome { return error }
+        return nil
     }
 }
 
-/// The integration guide's adapter between the client and the authenticator.
+/// The integration guide's adapter between the client and the authenticator,
+/// recording each command the authenticator runs for the checker.
 @MainActor
 final class ChaosAuthTransport: DeviceAuthTransport {
     let label = "chaos"
     private let ble: XTalkBleClient
+    private let newCommand: @MainActor (String, Int, Bool) -> WireCommand
+    private let now: @MainActor () -> Duration
 
-    init(ble: XTalkBleClient) {
+    init(ble: XTalkBleClient, now: @escaping @MainActor () -> Duration,
+         newCommand: @escaping @MainActor (_ text: String, _ timeoutMs: Int, _ collects: Bool) -> WireCommand) {
         self.ble = ble
+        self.now = now
+        self.newCommand = newCommand
     }
 
     var atEncoding: DeviceAuthAtEncoding { ble.atEncoding == .plain ? .plain : .xor }
 
+    /// Switches the client's encoding; the scenario notes when.
+    var encodingChanged: (@MainActor (XTalkAtEncoding) -> Void)?
+
     func setAtEncoding(_ encoding: DeviceAuthAtEncoding) {
-        ble.setAtEncoding(encoding == .plain ? .plain : .xor)
+        let value: XTalkAtEncoding = encoding == .plain ? .plain : .xor
+        if let encodingChanged { encodingChanged(value) } else { ble.setAtEncoding(value) }
     }
 
     func runAtCommand(_ command: String, timeoutMs: Int, log: Bool, responseMode: DeviceAuthResponseMode) async throws -> [String] {
         let mode: XTalkAtResponseMode = responseMode == .automatic ? .automatic : .collectUntilTimeout
-        return try await ble.runAtCommand(command, timeoutMs: timeoutMs, log: log, responseMode: mode)
+        let wire = newCommand(command, timeoutMs, mode == .collectUntilTimeout)
+        do {
+            let lines = try await ble.runAtCommand(command, timeoutMs: timeoutMs, log: log, responseMode: mode)
+            wire.end(.lines(lines), at: now())
+            return lines
+        } catch {
+            wire.end(.failed(error), at: now())
+            throw error
+        }
     }
 }

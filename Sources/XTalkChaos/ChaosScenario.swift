@@ -12,47 +12,78 @@ import XTalkSimulator
 @MainActor
 package final class ChaosScenario {
     package let seed: UInt64
+    let faults: ChaosFaults
     private let random: SimulatorRandom
-    private let clock: XTalkVirtualClock
-    private let environment: XTalkSimulatedEnvironment
-    private let client: XTalkBleClient
-    private let firmwareEncoding: XTalkAtEncoding
-    private let expectedDeviceID: UInt32
-    private let expectedSerial: String
-    private var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
+    let clock: XTalkVirtualClock
+    let environment: XTalkSimulatedEnvironment
+    let client: XTalkBleClient
+    let firmwareEncoding: XTalkAtEncoding
+    let firmwareEchoes: Bool
+    let challengeRequired: Bool
+    /// The device signs with a key no anchor trusts, or signs another device's identifier.
+    let impostor: Bool
+    let expectedDeviceID: UInt32
+    let expectedSerial: String
+    /// The device delays replies (slow processing or a reply-delay fault):
+    /// only then may a reply come after its command's drain.
+    let delaysReplies: Bool
+    var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
 
-    private var trace: [String] = []
+    var trace: [String] = []
     private let trafficLog: TrafficLog
-    private let traceTraffic: Bool
-    private var violations: [String] = []
-    private var calls: [ChaosCall] = []
+    let traceTraffic: Bool
+    var violations: [String] = []
+    var calls: [ChaosCall] = []
     private var nextToken = 0
     private var nextFrame: UInt32 = 0
     private var noiseStopsAt: Duration?
-    /// Responses that were an earlier command's late reply (the protocol's limit).
-    private var lateReplies = 0
+    /// What the checker counted.
+    var tally = ChaosTally()
 
     // What the app saw.
-    private var eventCount = 0
-    private var eventsAtTeardown: Int?
-    private var receivedFrames: [UInt32] = []
+    var eventCount = 0
+    var eventsAtTeardown: Int?
+    var eventsAtTeardownTime: Duration?
+    /// Each radio frame the app received: its index, and when.
+    var receivedFrames: [(index: UInt32, at: Duration)] = []
     /// The `.passthroughRaw` events' bytes, in order.
-    private var rawUnits: [Data] = []
-    private var streamReader: Task<Int, Never>?
+    var rawUnits: [Data] = []
+    /// Each `.atLine` the app received: the line, when, on which connection.
+    var receivedLines: [(line: String, at: Duration, connection: Int)] = []
+    var streamReader: Task<Int, Never>?
+    /// The connection state the app last heard of through `.connectionStateChanged`.
+    var appState: XTalkConnectionState = .idle
+    /// When the client's encoding changed (to what), in order; the first entry is the start.
+    var encodingChanges: [(at: Duration, encoding: XTalkAtEncoding)] = []
+    /// When the app or an authentication set the encoding (which discards a partial line, even for the same encoding).
+    var decoderResets: [Duration] = []
+    /// When the app itself set the encoding.
+    var appEncodingSets: [Duration] = []
+    private var authenticator: XTalkDeviceAuthenticator?
+    /// The authentication call whose authenticate() is running.
+    private var authenticating: ChaosCall?
+    /// When the client stopped being connected (link lost, disconnect, power off).
+    var linkDowns: [Duration] = []
+    /// Each radio frame's index → its emission number in the device's record.
+    var frameEmissions: [UInt32: Int] = [:]
+    /// Since when the device has been disconnected / connected, as the checker last looked.
+    var deviceDownSince: Duration?
+    var deviceUpSince: Duration?
 
-    // What may excuse a lost radio frame.
-    private var framesEmittedWhileReady: [UInt32] = []
-    private var linkTrouble = false
-    private var encodingTrouble = false
-    private var tornDown = false
+    var tornDown = false
+    /// Calls whose every command line matched the device's record with no exemption.
+    var strictCalls: Set<Int> = []
     /// The app itself ended pending work (disconnect(), teardown()).
-    private var appEndedWork = false
-    private var droppedAtStart = 0
+    var appEndedWork = false
+    /// When the app last ended pending work.
+    var appEndedWorkAt: [Duration] = []
 
     /// `traceTraffic` adds the client's debug log (every line sent and
     /// received) to the trace: for replaying one seed.
-    package init(seed: UInt64, traceTraffic: Bool = false) {
+    /// `faults` switches bugs on in the SDK (the checker's self-test: each must be flagged).
+    package init(seed: UInt64, traceTraffic: Bool = false, faults: ChaosFaults = ChaosFaults()) {
         self.seed = seed
+        self.faults = faults
         let random = SimulatorRandom(seed: seed)
         self.random = random
         clock = XTalkVirtualClock(settleYields: 4)
@@ -67,6 +98,13 @@ package final class ChaosScenario {
         firmware.airtimeBase = .milliseconds(random.int(in: 1...30))
         firmware.airtimePerByte = .microseconds(random.int(in: 10...500))
         if random.chance(0.1) { firmware.sendFailureReason = "CAD_BUSY" }
+        // Drawn apart, so that the seeds of earlier failures still replay the same scenario.
+        let more = SimulatorRandom(seed: seed ^ 0x1A9_0574)
+        switch more.int(in: 0...19) {
+        case 0: firmware.faults.wrongSignature = true
+        case 1: firmware.faults.challengeDeviceIDOverride = firmware.deviceID ^ 0x0101_0101
+        default: break
+        }
         device.firmware = firmware
         device.link.mtu = random.pick([23, 64, 185, 247])
         device.link.connectionInterval = random.pick([.milliseconds(7.5), .milliseconds(15), .milliseconds(30)])
@@ -76,11 +114,16 @@ package final class ChaosScenario {
         device.link.connectDelay = .milliseconds(random.int(in: 10...80))
         device.gatt.txSupportsWriteWithoutResponse = random.chance(0.8)
         firmwareEncoding = firmware.encoding
+        firmwareEchoes = firmware.echo
+        challengeRequired = firmware.challengeRequired
+        impostor = firmware.faults.wrongSignature || firmware.faults.challengeDeviceIDOverride != nil
+        delaysReplies = firmware.processingDelay >= .milliseconds(50) || firmware.faults.replyDelay > .zero
         expectedDeviceID = XTalkDeviceIDCodec.canonicalize(firmware.deviceID)
         expectedSerial = firmware.serial
         environment = XTalkSimulatedEnvironment(devices: [device], clock: clock, seed: seed ^ 0xC4A0_5EED)
         self.traceTraffic = traceTraffic
         var options = XTalkBleClientOptions()
+        options.connectTimeout = Self.connectTimeout
         let traffic = TrafficLog()
         trafficLog = traffic
         if traceTraffic {
@@ -88,10 +131,12 @@ package final class ChaosScenario {
             options.logHandler = { [clock] level, message in traffic.append("[\(clock.elapsed)] \(level): \(message)") }
         }
         client = XTalkBleClient(simulator: environment, options: options)
+        client.injectedFaults = faults.client
         let startsRight = random.chance(0.8)
         client.setAtEncoding(startsRight ? firmware.encoding : (firmware.encoding == .xor ? .plain : .xor))
+        encodingChanges = [(.zero, client.atEncoding)]
         note("device: \(firmware.encoding) firmware, echo \(firmware.echo), challenge \(firmware.challengeRequired), "
-             + "processing \(firmware.processingDelay), reply delay \(firmware.faults.replyDelay), "
+             + "impostor \(impostor), processing \(firmware.processingDelay), reply delay \(firmware.faults.replyDelay), "
              + "silent \(firmware.faults.silentCommands), MTU \(device.link.mtu), interval \(device.link.connectionInterval), "
              + "\(device.link.packetsPerConnectionEvent)/event, credits \(device.link.writeWithoutResponseCredits), "
              + "split \(device.link.notificationSplit), write-without-response \(device.gatt.txSupportsWriteWithoutResponse), "
@@ -100,6 +145,11 @@ package final class ChaosScenario {
 
     /// The longest drain after an operation that did not end cleanly.
     static let drainBound = Duration.seconds(1)
+    /// The quiet time that ends a drain (PROTOCOL.md section 6).
+    static let drainQuiet = Duration.milliseconds(150)
+    /// The client's connect timeout in scenarios: a device that stays connected
+    /// this long must have the client ready.
+    static let connectTimeout = Duration.seconds(3)
 
     /// An authentication with the default configuration: four probes, three
     /// challenge attempts and the identity read, each followed by a drain.
@@ -132,10 +182,10 @@ package final class ChaosScenario {
             if step == teardownStep {
                 note("teardown")
                 tornDown = true
-                appEndedWork = true
-                linkTrouble = true
+                appEnded()
                 client.teardown()
                 eventsAtTeardown = eventCount
+                eventsAtTeardownTime = clock.elapsed
             }
             await act()
             await clock.advance(by: .milliseconds(random.int(in: 0...40)))
@@ -149,7 +199,7 @@ package final class ChaosScenario {
         let merged = (trace + trafficLog.lines).enumerated()
             .sorted { (ChaosScenario.time(of: $0.element), $0.offset) < (ChaosScenario.time(of: $1.element), $1.offset) }
             .map(\.element)
-        return ChaosReport(seed: seed, violations: violations, trace: merged, calls: calls.count, lateReplies: lateReplies)
+        return ChaosReport(seed: seed, violations: violations, trace: merged, calls: calls.count, tally: tally)
     }
 
     private func connect() async {
@@ -168,7 +218,6 @@ package final class ChaosScenario {
                 if case .failed = client.connectionState { break }
                 await clock.advance(by: .milliseconds(5))
             }
-            if client.atReady && droppedAtStart == 0 { droppedAtStart = peripheral.droppedNotificationBytes }
         }
     }
 
@@ -211,8 +260,11 @@ package final class ChaosScenario {
                              expectation: collect ? .collectedPing(token) : .ping(token),
                              bound: .milliseconds(timeout) + Self.drainBound)
         let client = self.client
-        call.start { try .lines(await client.runAtCommand("AT+PING=" + token, timeoutMs: timeout, responseMode: mode)) }
         add(call)
+        let wire = newCommand(in: call, "AT+PING=" + token, timeoutMs: timeout, collects: collect)
+        call.start { [unowned self] in
+            try .lines(await self.tracking(wire) { try await client.runAtCommand("AT+PING=" + token, timeoutMs: timeout, responseMode: mode) })
+        }
     }
 
     private func startSession() {
@@ -220,14 +272,17 @@ package final class ChaosScenario {
         let call = ChaosCall(id: calls.count, what: "session \(tokens)", expectation: .session(tokens),
                              bound: (.seconds(3) + Self.drainBound) * tokens.count)
         let client = self.client
-        call.start {
+        add(call)
+        call.start { [unowned self] in
             .session(try await client.withExclusiveAtSession { session in
                 var responses: [[String]] = []
-                for token in tokens { responses.append(try await session.runAtCommand("AT+PING=" + token)) }
+                for token in tokens {
+                    let wire = self.newCommand(in: call, "AT+PING=" + token, timeoutMs: 3_000)
+                    responses.append(try await self.tracking(wire) { try await session.runAtCommand("AT+PING=" + token) })
+                }
                 return responses
             })
         }
-        add(call)
     }
 
     private func rfPayload() -> Data {
@@ -243,25 +298,28 @@ package final class ChaosScenario {
         let call = ChaosCall(id: calls.count, what: "send \(payload.count) bytes (\(timeout) ms)", expectation: .sent(payload),
                              bound: .milliseconds(timeout) + Self.drainBound)
         let client = self.client
-        call.start {
-            try await client.sendRfPayload(payload, timeoutMs: timeout)
+        add(call)
+        let wire = newCommand(in: call, "AT+SEND=" + Self.hex(payload), timeoutMs: timeout)
+        call.start { [unowned self] in
+            _ = try await self.tracking(wire, sent: true) { try await client.sendRfPayload(payload, timeoutMs: timeout); return [] }
             return .sent
         }
-        add(call)
     }
 
     private func noWaitCommand() {
         let token = token()
         let call = ChaosCall(id: calls.count, what: "no-wait AT+PING=\(token)", expectation: .noWaitPing(token))
-        call.complete(catching: { try self.client.sendAtCommandNoWait("AT+PING=" + token) })
         add(call)
+        let wire = newCommand(in: call, "AT+PING=" + token, timeoutMs: 3_000, noWait: true)
+        call.complete(catching: { try self.trackingNoWait(wire) { try self.client.sendAtCommandNoWait("AT+PING=" + token) } })
     }
 
     private func noWaitRf() {
         let payload = rfPayload()
         let call = ChaosCall(id: calls.count, what: "no-wait send \(payload.count) bytes", expectation: .noWait)
-        call.complete(catching: { try self.client.sendRfPayloadNoWait(payload) })
         add(call)
+        let wire = newCommand(in: call, "AT+SEND=" + Self.hex(payload), timeoutMs: 5_000, noWait: true)
+        call.complete(catching: { try self.trackingNoWait(wire) { try self.client.sendRfPayloadNoWait(payload) } })
     }
 
     private func cancelSomething() {
@@ -279,10 +337,12 @@ package final class ChaosScenario {
         for _ in 0..<count {
             let index = nextFrame
             nextFrame += 1
-            if client.atReady && peripheral.isConnected { framesEmittedWhileReady.append(index) }
             var payload = withUnsafeBytes(of: index.bigEndian) { Array($0) }
             payload += random.bytes(random.int(in: 0...60))
             peripheral.receiveRadioFrame(Data(payload))
+            if let emission = peripheral.record.emissions.last, emission.output.kind == .radioFrame {
+                frameEmissions[index] = emission.number
+            }
         }
     }
 
@@ -295,22 +355,37 @@ package final class ChaosScenario {
     private func switchEncoding() {
         let encoding: XTalkAtEncoding = random.chance(0.5) ? .xor : .plain
         note("client encoding → \(encoding)")
-        encodingTrouble = true  // the switch discards a partial line, maybe a frame's
-        client.setAtEncoding(encoding)
+        setEncoding(encoding)
     }
 
     private func startAuthentication() {
-        encodingTrouble = true  // its probes switch encodings
-        let transport = ChaosAuthTransport(ble: client)
-        let authenticator = XTalkDeviceAuthenticator(transport: transport)
         let call = ChaosCall(id: calls.count, what: "authenticate (from \(client.atEncoding))", expectation: .authenticated,
                              bound: Self.authenticationBound)
-        call.start { .authenticated(try await authenticator.authenticate()) }
+        // One authenticator per client, as the integration guide's session holds: a
+        // second authenticate() while one runs is refused (.busy) and runs no command.
+        let authenticator = self.authenticator ?? makeAuthenticator()
         add(call)
+        let owns = authenticating == nil
+        if owns { authenticating = call }
+        call.start { [unowned self] in
+            defer { if owns { self.authenticating = nil } }
+            return .authenticated(try await authenticator.authenticate())
+        }
+    }
+
+    private func makeAuthenticator() -> XTalkDeviceAuthenticator {
+        let transport = ChaosAuthTransport(ble: client, now: { [clock] in clock.elapsed }) { [unowned self] text, timeoutMs, collects in
+            let call = self.authenticating ?? self.calls[self.calls.count - 1]
+            return self.newCommand(in: call, text, timeoutMs: timeoutMs, collects: collects)
+        }
+        transport.encodingChanged = { [unowned self] encoding in self.setEncoding(encoding, byApp: false) }
+        let authenticator = XTalkDeviceAuthenticator(transport: transport)
+        authenticator.skipsSignatureCheck = faults.skipsSignatureCheck
+        self.authenticator = authenticator
+        return authenticator
     }
 
     private func dropLink() {
-        linkTrouble = true
         switch random.int(in: 0...3) {
         case 0:
             note("link lost")
@@ -325,13 +400,12 @@ package final class ChaosScenario {
             peripheral.disconnect(afterDeviceBytes: at)
         default:
             note("client.disconnect()")
-            appEndedWork = true
+            appEnded()
             client.disconnect()
         }
     }
 
     private func powerCycle() async {
-        linkTrouble = true
         note("Bluetooth off")
         environment.setBluetoothState(.poweredOff)
         await clock.advance(by: .milliseconds(random.int(in: 0...300)))
@@ -341,11 +415,61 @@ package final class ChaosScenario {
 
     private func add(_ call: ChaosCall) {
         call.epoch = peripheral.connections
-        // (Asynchronous calls complete later, on the main actor: after this.)
-        call.madeInWrongEncoding = client.atEncoding != firmwareEncoding
-        call.inWrongEncoding = { [unowned self] in self.client.atEncoding != self.firmwareEncoding }
+        call.madeAt = clock.elapsed
+        call.now = { [clock] in clock.elapsed }
         note("#\(call.id) \(call.what)")
         calls.append(call)
+    }
+
+    /// Switches the client's encoding (the app or an authentication's probe) and notes when.
+    private func setEncoding(_ encoding: XTalkAtEncoding, byApp: Bool = true) {
+        if byApp { appEncodingSets.append(clock.elapsed) }
+        client.setAtEncoding(encoding)
+        if encodingChanges.last?.encoding != client.atEncoding { encodingChanges.append((clock.elapsed, client.atEncoding)) }
+        decoderResets.append(clock.elapsed)
+    }
+
+    private func appEnded() {
+        appEndedWork = true
+        appEndedWorkAt.append(clock.elapsed)
+    }
+
+    /// A command line `call` runs now.
+    private func newCommand(in call: ChaosCall, _ text: String, timeoutMs: Int, collects: Bool = false,
+                            noWait: Bool = false) -> WireCommand {
+        let wire = WireCommand(text: text, timeout: .milliseconds(timeoutMs), collects: collects, noWait: noWait,
+                               madeAt: clock.elapsed, epoch: peripheral.connections)
+        wire.clientConnected = client.connectionState == .connected
+        wire.clientReady = client.atReady
+        call.commands.append(wire)
+        return wire
+    }
+
+    /// Runs an awaited command and records how it ended.
+    private func tracking(_ wire: WireCommand, sent: Bool = false,
+                          _ operation: () async throws -> [String]) async throws -> [String] {
+        do {
+            let lines = try await operation()
+            wire.end(sent ? .sent : .lines(lines), at: clock.elapsed)
+            return lines
+        } catch {
+            wire.end(.failed(error), at: clock.elapsed)
+            throw error
+        }
+    }
+
+    private func trackingNoWait(_ wire: WireCommand, _ operation: () throws -> Void) throws {
+        do {
+            try operation()
+            wire.end(.accepted, at: clock.elapsed)
+        } catch {
+            wire.end(.failed(error), at: clock.elapsed)
+            throw error
+        }
+    }
+
+    static func hex(_ data: Data) -> String {
+        data.map { String(format: "%02X", $0) }.joined()
     }
 
     /// The virtual time a trace line starts with, for merging.
@@ -354,217 +478,31 @@ package final class ChaosScenario {
         return Double(line[line.index(after: line.startIndex)..<end]) ?? 0
     }
 
-    private func note(_ text: String) {
+    func note(_ text: String) {
         trace.append("[\(clock.elapsed)] \(text)")
     }
 
-    private func violation(_ text: String) {
+    func violation(_ text: String) {
         violations.append(text)
     }
 
-    // MARK: Invariants
+}
 
-    private func observe(_ event: XTalkBleEvent) {
-        eventCount += 1
-        if case .passthroughRaw(let data) = event {
-            if traceTraffic { note("raw " + data.map { String(format: "%02X", $0) }.joined()) }
-            rawUnits.append(data)
-        }
-        if let frozen = eventsAtTeardown, eventCount > frozen {
-            violation("an event after teardown(): \(event)")
-        }
-        if case .diPayload(let payload, _) = event, payload.count >= 4 {
-            let index = payload.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            if let last = receivedFrames.last, index <= last {
-                violation("radio frame \(index) arrived after frame \(last): out of order, repeated or stale")
-            }
-            receivedFrames.append(index)
-        }
+/// Bugs switched on in the SDK under test, for the checker's self-test.
+package struct ChaosFaults: Sendable {
+    package var client = XTalkInjectedFaults()
+    /// The authenticator accepts any signature.
+    package var skipsSignatureCheck = false
+
+    package init(client: XTalkInjectedFaults = XTalkInjectedFaults(), skipsSignatureCheck: Bool = false) {
+        self.client = client
+        self.skipsSignatureCheck = skipsSignatureCheck
     }
 
-    /// State and readiness agree with each other after every step.
-    private func checkState() {
-        if client.atEncoding != firmwareEncoding { encodingTrouble = true }
-        if client.atReady || client.deviceControlReady, client.connectionState != .connected {
-            violation("atReady \(client.atReady) / deviceControlReady \(client.deviceControlReady) while \(client.connectionState)")
-        }
-        if tornDown, client.atReady { violation("atReady after teardown()") }
-    }
-
-    /// True when `lines` are the whole late reply (with its echo, when the
-    /// device echoes) of an earlier command of the same connection: a ping
-    /// whose caller did not get it (or an earlier ping of the same session),
-    /// or an RF send's or authentication command's `OK`. An AT reply carries
-    /// no correlation, and one later than the drain window cannot be told
-    /// from the next command's: the protocol's limit, counted, not a violation.
-    private func isLateReply(_ lines: [String], to call: ChaosCall, position: Int, prefixOnly: Bool) -> Bool {
-        var body = lines
-        if let first = body.first, first.hasPrefix("AT+") || first == "AT" { body.removeFirst() }
-        guard !body.isEmpty || (prefixOnly && !lines.isEmpty) else { return false }
-        var shapes: [[String]] = []
-        for other in calls.prefix(call.id + 1) where other.epoch == call.epoch {
-            let owned = other === call ? Array(other.tokens.prefix(position)) : other.tokens
-            for token in owned where !other.gotOwnReply(token) {
-                shapes.append(["+PING:" + token, "OK"])
-            }
-            if other !== call && !other.succeeded {
-                // A failed command's reply may come late and half lost (a reset
-                // decode buffer), or as ERROR (written in the wrong encoding).
-                shapes.append(["OK"])
-                shapes.append(["ERROR"])
-            }
-            switch other.expectation {
-            case .sent, .noWait, .noWaitPing, .authenticated:
-                if other !== call { shapes.append(["OK"]) }
-            case .ping, .collectedPing, .session:
-                break
-            }
-            if case .authenticated = other.expectation, other !== call, body.count == 2, body[1] == "OK",
-               ["+AUTH:", "+CHAL:", "+ID:"].contains(where: { body[0].hasPrefix($0) }) {
-                shapes.append(body)
-            }
-        }
-        let late = shapes.contains { shape in
-            prefixOnly ? body.count <= shape.count && Array(shape.prefix(body.count)) == body : body == shape
-        }
-        if late { lateReplies += 1 }
-        return late
-    }
-
-    /// True when `lines` are the device's `ERROR` (after its echo, when it
-    /// echoes) to the call's command as the device received it: behind the
-    /// tail of text the client wrote in the wrong encoding (where the
-    /// device's line end did not fall; the device cannot know better). The
-    /// device's own answer to that line, not a mix-up. Any other bytes in
-    /// front of a command (half a command the client left, say) still count
-    /// as a violation.
-    private func isAnswerToDamagedCommand(_ lines: [String], of call: ChaosCall, position: Int) -> Bool {
-        guard position < call.tokens.count, lines.last == "ERROR", lines.count <= 2 else { return false }
-        let command = Array(("AT+PING=" + call.tokens[position]).utf8)
-        let damaged = peripheral.processedCommands.filter { processed in
-            let bytes = Array(processed.utf8)
-            guard bytes.count > command.count, bytes.suffix(command.count).elementsEqual(command) else { return false }
-            // plain and xor differ by 0x5A: the front, read in the other encoding, is what the client wrote.
-            let written = bytes.dropLast(command.count).map { $0 ^ 0x5A }
-            return written.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x0D || $0 == 0x0A } && written.suffix(2) == [0x0D, 0x0A]
-        }
-        return lines.count == 1 ? !damaged.isEmpty : damaged.contains(lines[0])
-    }
-
-    /// True when `lines` are the call's reply without its `+PING:` line, and
-    /// the app received that line inside a raw unit: the device's notification
-    /// buffer overflowed (a line-noise flood) and lost the end of the line in
-    /// front of it, so the two reached the app as one unprintable line. Data
-    /// the device lost, delivered as raw, not lost by the SDK.
-    private func lostReplyLine(_ lines: [String], of call: ChaosCall, position: Int) -> Bool {
-        guard position < call.tokens.count, lines == ["OK"], peripheral.droppedNotificationBytes > droppedAtStart else { return false }
-        let key: UInt8 = firmwareEncoding == .xor ? 0x5A : 0
-        let encoded = Data(("+PING:" + call.tokens[position] + "\r\n").utf8.map { $0 ^ key })
-        return rawUnits.contains { $0.count > encoded.count && $0.suffix(encoded.count) == encoded }
-    }
-
-    /// True when an earlier call of the same connection may still be owed a
-    /// reply (it failed, or was no-wait, or authenticated with probes that may
-    /// time out): a late reply could then answer this call.
-    private func isExposed(_ call: ChaosCall) -> Bool {
-        calls.prefix(call.id).contains { other in
-            guard other.epoch == call.epoch else { return false }
-            switch other.expectation {
-            case .noWait, .noWaitPing, .authenticated: return true
-            default: return !other.succeeded || other.tokens.contains { !other.gotOwnReply($0) }
-            }
-        }
-    }
-
-    private func finish() async {
-        peripheral.stopLineNoise()
-        // Every call must end within the sum of the bounds of what is queued
-        // (they run one after another) and a no-wait window.
-        let deadline = clock.elapsed + calls.reduce(.seconds(6)) { $0 + $1.bound }
-        while calls.contains(where: { $0.completions == 0 }) && clock.elapsed < deadline {
-            await clock.advance(by: .milliseconds(100))
-        }
-        for call in calls where call.completions == 0 {
-            violation("#\(call.id) \(call.what) never finished (hang)")
-        }
-        // Let frames still in flight arrive: the device's notification queue
-        // empties (a slow link takes as long as one byte per connection event
-        // at worst), then a virtual second passes with no event.
-        let link = peripheral.device.link
-        let drained = clock.elapsed + link.connectionInterval * peripheral.deviceBytesQueued + .seconds(10)
-        while peripheral.deviceBytesQueued > 0 && clock.elapsed < drained {
-            await clock.advance(by: .milliseconds(100))
-        }
-        if peripheral.deviceBytesQueued > 0 {
-            violation("the device's \(peripheral.deviceBytesQueued) queued notification bytes never left (link stalled)")
-        }
-        var quietSince = clock.elapsed
-        var seen = eventCount
-        while clock.elapsed - quietSince < .seconds(1) && clock.elapsed < drained + .seconds(60) {
-            await clock.advance(by: .milliseconds(100))
-            if eventCount != seen {
-                seen = eventCount
-                quietSince = clock.elapsed
-            }
-        }
-        let transmitted = peripheral.transmittedFrames
-        for call in calls where call.completions > 0 {
-            if call.completions > 1 { violation("#\(call.id) \(call.what) finished \(call.completions) times") }
-            // After a command went unanswered and an encoding was switched (by an
-            // authentication's probes or the app), a late reply may be read in the
-            // wrong encoding: such a call's lines can be anything but must still end.
-            // Made and completed in the wrong encoding: noise and replies decode to
-            // anything, lines included. (A call made then but run after the switch
-            // to the right encoding is still checked.)
-            let anything = (encodingTrouble && isExposed(call)) || call.ranInWrongEncoding
-            let late = { (lines: [String], position: Int, prefixOnly: Bool) -> Bool in
-                anything || self.isLateReply(lines, to: call, position: position, prefixOnly: prefixOnly)
-                    || self.isAnswerToDamagedCommand(lines, of: call, position: position)
-                    || self.lostReplyLine(lines, of: call, position: position)
-            }
-            if let problem = call.check(expectedDeviceID: expectedDeviceID, serial: expectedSerial, appEndedWork: appEndedWork,
-                                        lateReply: late) {
-                violation("#\(call.id) \(call.what): \(problem)\(isExposed(call) ? " (after an unanswered command)" : "")")
-            }
-        }
-        // Successful sends went on air, in the order they completed in the queue;
-        // unless a late reply may have answered them (after an unanswered command).
-        let sent = calls.compactMap { call -> Data? in
-            guard case .sent(let payload) = call.expectation, call.succeeded, !isExposed(call) else { return nil }
-            return payload
-        }
-        var cursor = transmitted.startIndex
-        for payload in sent {
-            guard let found = transmitted[cursor...].firstIndex(of: payload) else {
-                violation("a send that succeeded (\(payload.prefix(3).map { String(format: "%02X", $0) }.joined())…) "
-                          + "is not on air, or not in order")
-                break
-            }
-            cursor = found + 1
-        }
-        // Radio frames: none lost on a clean link in the right encoding.
-        let dropped = peripheral.droppedNotificationBytes - droppedAtStart
-        if !linkTrouble && !encodingTrouble && dropped == 0 {
-            let received = Set(receivedFrames)
-            let lost = framesEmittedWhileReady.filter { !received.contains($0) }
-            if !lost.isEmpty { violation("radio frames lost on a clean link: \(lost.prefix(10))") }
-        }
-        // Teardown: nothing afterwards, nothing left scheduled; the stream ends
-        // and what it delivered plus what it dropped is everything.
-        if !tornDown { client.teardown() }
-        let total = eventCount
-        environment.shutDown()
-        await clock.settle()
-        if eventCount != total { violation("\(eventCount - total) events after teardown()") }
-        if clock.pendingTimerCount != 0 { violation("\(clock.pendingTimerCount) timers still pending after teardown") }
-        if let reader = streamReader {
-            for _ in 0..<50 { await clock.settle() }
-            let read = await reader.value
-            if read + client.droppedEventCount != eventCount {
-                violation("event stream: \(read) read + \(client.droppedEventCount) dropped ≠ \(eventCount) delivered")
-            }
-        }
-    }
+    /// Each known bug alone, by name: the self-test requires the checker to flag every one.
+    package static let each: [(name: String, faults: ChaosFaults)] =
+        XTalkInjectedFaults.each.map { ($0.name, ChaosFaults(client: $0.faults)) }
+        + [("signature not checked", ChaosFaults(skipsSignatureCheck: true))]
 }
 
 /// The seeds of the numbered scenarios, shared by the tests and `xtalk chaos`.
@@ -588,8 +526,8 @@ package struct ChaosReport: Sendable {
     package let violations: [String]
     package let trace: [String]
     package let calls: Int
-    /// Responses that were an earlier command's late reply (beyond the drain window).
-    package let lateReplies: Int
+    /// What the checker checked and excused.
+    package let tally: ChaosTally
 
     package var passed: Bool { violations.isEmpty }
 

@@ -192,8 +192,19 @@ struct ChaosCommandTests {
         #expect(replay.code == 0)
         #expect(replay.stdout.contains("chaos scenario seed 15926614615"))
         #expect(replay.stdout.contains("device:"), "the trace is printed")
+        #expect(replay.stdout.contains("device read #0"), "the device's record is in the trace")
         let bad = await xtalkRealTime(["chaos", "--seed", "-1"])
         #expect(bad.code == 2)
         #expect(bad.stderr.contains("invalid value '-1' for --seed"))
+    }
+
+    @Test("--self-test flags every known bug, and says which scenario did")
+    func selfTest() async {
+        let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "20", "--json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        let records = result.records(ofType: "self_test")
+        #expect(records.count == 10)
+        #expect(records.allSatisfy { $0["flagged"] as? Bool == true && $0["scenario"] is Int }, "\(records)")
+        #expect(Set(records.compactMap { $0["fault"] as? String }).contains("drain skipped"))
     }
 }

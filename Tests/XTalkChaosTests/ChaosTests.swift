@@ -18,10 +18,44 @@ struct ChaosTests {
             if shard == 0 { await Self.check(seed: replay) }
             return
         }
+        var tally = ChaosTally()
         for index in stride(from: shard, to: Self.scenarios, by: Self.shards) {
-            await Self.check(seed: ChaosSeeds.seed(ofScenario: index))
+            tally.add(await Self.check(seed: ChaosSeeds.seed(ofScenario: index)))
+        }
+        // The checker must have checked something: most command lines against the
+        // device's record with no exemption, radio frames for loss, and late
+        // replies (the exemption every other rests on) actually seen and consumed.
+        let ran = (Self.scenarios - shard + Self.shards - 1) / Self.shards
+        print("chaos shard \(shard), \(ran) scenarios: \(tally.summary)")
+        guard ran >= 25 else { return }
+        #expect(tally.checkedCommands >= 10 * ran, "\(tally.summary)")
+        #expect(tally.strict * 100 >= tally.checkedCommands * 80, "\(tally.summary)")
+        #expect(tally.framesChecked >= ran, "\(tally.summary)")
+        if ran >= 100 {
+            #expect(tally.lateReplies >= 1 && tally.excused["late reply", default: 0] >= 1, "\(tally.summary)")
         }
     }
+
+    /// The checker's self-test: the SDK with one known bug switched on (a URC
+    /// in a response, the drain skipped, timeouts from the call, a dropped
+    /// `+PING:` line, another command's reply, a dropped frame, an old line
+    /// after a reconnect, an old event after a disconnect, never ready, the
+    /// signature not checked) must fail the scenarios, within a number far
+    /// below what CI runs.
+    @Test("the checker flags each known bug in the SDK (self-test)", arguments: ChaosFaults.each.map(\.name))
+    func selfTest(fault: String) async throws {
+        let faults = try #require(ChaosFaults.each.first { $0.name == fault }).faults
+        for index in 0..<Self.selfTestScenarios {
+            let report = await ChaosScenario(seed: ChaosSeeds.seed(ofScenario: index), faults: faults).run()
+            if !report.passed {
+                print("self-test: \(fault) flagged by scenario \(index): \(report.violations[0].prefix(160))")
+                return
+            }
+        }
+        Issue.record("the checker did not flag '\(fault)' in \(Self.selfTestScenarios) scenarios")
+    }
+
+    nonisolated static let selfTestScenarios = 200
 
     /// Seeds that once found a bug; each bug also has its own named test
     /// (AtChannelStateMachineTests, LineFramerTests, RegressionTests).
@@ -44,8 +78,10 @@ struct ChaosTests {
         await Self.check(seed: seed)
     }
 
-    static func check(seed: UInt64) async {
+    @discardableResult
+    static func check(seed: UInt64) async -> ChaosTally {
         let report = await ChaosScenario(seed: seed).run()
         #expect(report.passed, "\(report.description)")
+        return report.tally
     }
 }

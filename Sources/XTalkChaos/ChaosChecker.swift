@@ -1,0 +1,790 @@
+import Foundation
+import XTalkBleSdk
+import XTalkDeviceAuthSdk
+import XTalkSimulator
+
+/// What a scenario's checker counted: the evidence that it checked something.
+package struct ChaosTally: Sendable {
+    /// Command lines whose outcome matched the device's record with no exemption.
+    package var strict = 0
+    /// Command lines excused, by reason (each reason applies only inside the line's own window).
+    package var excused: [String: Int] = [:]
+    /// Responses that were an earlier command's reply, delivered after that command's drain (each consumed once).
+    package var lateReplies = 0
+    /// Radio frames checked for loss and for their connection.
+    package var framesChecked = 0
+    /// Radio frames not checked, by reason.
+    package var framesExempt: [String: Int] = [:]
+
+    package init() {}
+
+    package var checkedCommands: Int { strict + excused.values.reduce(0, +) }
+
+    package mutating func add(_ other: ChaosTally) {
+        strict += other.strict
+        excused.merge(other.excused, uniquingKeysWith: +)
+        lateReplies += other.lateReplies
+        framesChecked += other.framesChecked
+        framesExempt.merge(other.framesExempt, uniquingKeysWith: +)
+    }
+
+    /// One line for a run's summary.
+    package var summary: String {
+        let share = checkedCommands == 0 ? 0 : Double(strict) / Double(checkedCommands) * 100
+        let reasons = excused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        let exempt = framesExempt.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        return "commands checked \(checkedCommands): strictly \(strict) (\(String(format: "%.1f", share)) %), "
+            + "excused [\(reasons)]; late replies \(lateReplies); frames checked \(framesChecked), exempt [\(exempt)]"
+    }
+}
+
+/// How one command line's outcome compares with the device's record.
+private enum Verdict {
+    case strict
+    case excused(String)
+    case violation(String)
+}
+
+extension ChaosScenario {
+    // MARK: While running
+
+    /// Every event the app receives, as it receives it.
+    func observe(_ event: XTalkBleEvent) {
+        eventCount += 1
+        if let frozen = eventsAtTeardown, eventCount > frozen {
+            violation("an event after teardown(): \(event)")
+        }
+        switch event {
+        case .connectionStateChanged(let state):
+            if appState == .connected, state != .connected { linkDowns.append(clock.elapsed) }
+            appState = state
+            return
+        case .passthroughRaw(let data):
+            rawUnits.append(data)
+        case .diPayload(let payload, _):
+            guard payload.count >= 4 else { break }
+            let index = payload.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            if let last = receivedFrames.last, index <= last.index {
+                violation("radio frame \(index) arrived after frame \(last.index): out of order, repeated or stale")
+            }
+            receivedFrames.append((index, clock.elapsed))
+            // A frame belongs to the connection the app is on: the device sent it on that one.
+            if let number = frameEmissions[index], let emission = peripheral.record.emission(number),
+               emission.connection != peripheral.connections {
+                violation("radio frame \(index), sent on connection \(emission.connection.map(String.init) ?? "none"), "
+                          + "reached the app on connection \(peripheral.connections)")
+            }
+        case .atLine(let line):
+            receivedLines.append((line, clock.elapsed, peripheral.connections))
+        case .sendFinished, .crcError:
+            break
+        }
+        if appState != .connected {
+            violation("\(event) reached the app while it was told the connection is \(appState)")
+        }
+    }
+
+    /// State and readiness agree with each other and with the link, both ways, after every step.
+    func checkState() {
+        let now = clock.elapsed
+        if client.atReady || client.deviceControlReady, client.connectionState != .connected {
+            violation("atReady \(client.atReady) / deviceControlReady \(client.deviceControlReady) while \(client.connectionState)")
+        }
+        if tornDown, client.atReady { violation("atReady after teardown()") }
+        if peripheral.isConnected {
+            deviceDownSince = nil
+            let since = deviceUpSince ?? now
+            deviceUpSince = since
+            // A healthy link is ready within the connect timeout (or the client gave it up).
+            if !client.atReady, !tornDown, now - since > Self.connectTimeout {
+                violation("the device has been connected since \(since) but the client is \(client.connectionState), not ready")
+                deviceUpSince = now  // once per episode
+            }
+        } else {
+            deviceUpSince = nil
+            let since = deviceDownSince ?? now
+            deviceDownSince = since
+            // A lost link is noticed within the supervision timeout.
+            if client.connectionState == .connected, now - since > peripheral.device.link.supervisionTimeout {
+                violation("the link is down since \(since) but the client still says connected")
+                deviceDownSince = now
+            }
+        }
+    }
+
+    // MARK: At the end
+
+    func finish() async {
+        peripheral.stopLineNoise()
+        // Every call must end within the sum of the bounds of what is queued
+        // (they run one after another) and a no-wait window.
+        let deadline = clock.elapsed + calls.reduce(.seconds(6)) { $0 + $1.bound }
+        while calls.contains(where: { $0.completions == 0 }) && clock.elapsed < deadline {
+            await clock.advance(by: .milliseconds(100))
+            checkState()
+        }
+        for call in calls where call.completions == 0 {
+            violation("#\(call.id) \(call.what) never finished (hang)")
+        }
+        // Let frames still in flight arrive: the device's notification queue
+        // empties (a slow link takes as long as one byte per connection event
+        // at worst), then a virtual second passes with no event.
+        let link = peripheral.device.link
+        let drained = clock.elapsed + link.connectionInterval * peripheral.deviceBytesQueued + .seconds(10)
+        while peripheral.deviceBytesQueued > 0 && clock.elapsed < drained {
+            await clock.advance(by: .milliseconds(100))
+            checkState()
+        }
+        if peripheral.deviceBytesQueued > 0 {
+            violation("the device's \(peripheral.deviceBytesQueued) queued notification bytes never left (link stalled)")
+        }
+        var quietSince = clock.elapsed
+        var seen = eventCount
+        while clock.elapsed - quietSince < .seconds(1) && clock.elapsed < drained + .seconds(60) {
+            await clock.advance(by: .milliseconds(100))
+            checkState()
+            if eventCount != seen {
+                seen = eventCount
+                quietSince = clock.elapsed
+            }
+        }
+        // A device still connected has had the connect timeout to get ready.
+        for _ in 0..<Int(Self.connectTimeout / .milliseconds(100)) + 1 where peripheral.isConnected && !client.atReady && !tornDown {
+            await clock.advance(by: .milliseconds(100))
+            checkState()
+        }
+        checkAgainstRecord()
+        // Successful sends (their own OK and +SENDFIN, no late reply) went on air in the order they completed.
+        let transmitted = peripheral.transmittedFrames
+        var cursor = transmitted.startIndex
+        for call in calls {
+            guard case .sent(let payload) = call.expectation, call.succeeded, strictCalls.contains(call.id) else { continue }
+            guard let found = transmitted[cursor...].firstIndex(of: payload) else {
+                violation("#\(call.id) a send that succeeded (\(payload.prefix(3).map { String(format: "%02X", $0) }.joined())…) "
+                          + "is not on air, or not in order")
+                break
+            }
+            cursor = found + 1
+        }
+        // Teardown: nothing afterwards, nothing left scheduled; the stream ends
+        // and what it delivered plus what it dropped is everything.
+        if !tornDown { client.teardown() }
+        let total = eventCount
+        environment.shutDown()
+        await clock.settle()
+        if eventCount != total { violation("\(eventCount - total) events after teardown()") }
+        if clock.pendingTimerCount != 0 { violation("\(clock.pendingTimerCount) timers still pending after teardown") }
+        if let reader = streamReader {
+            for _ in 0..<50 { await clock.settle() }
+            let read = await reader.value
+            if read + client.droppedEventCount != eventCount {
+                violation("event stream: \(read) read + \(client.droppedEventCount) dropped ≠ \(eventCount) delivered")
+            }
+        }
+    }
+
+    /// Checks every call, command line and radio frame against the device's record.
+    func checkAgainstRecord() {
+        let checker = RecordChecker(scenario: self)
+        for call in calls where call.completions > 0 {
+            if call.completions > 1 { violation("#\(call.id) \(call.what) finished \(call.completions) times") }
+            var verdicts: [Verdict] = []
+            for wire in call.commands {
+                let verdict = checker.check(wire, cancelled: call.cancelled)
+                verdicts.append(verdict)
+                switch verdict {
+                case .strict: tally.strict += 1
+                case .excused(let reason): tally.excused[reason, default: 0] += 1
+                case .violation(let problem): violation("#\(call.id) \(call.what): \(wire.text.prefix(40)): \(problem)")
+                }
+            }
+            if verdicts.allSatisfy({ if case .strict = $0 { true } else { false } }) { strictCalls.insert(call.id) }
+            if let problem = checker.checkCall(call, verdicts: verdicts) {
+                violation("#\(call.id) \(call.what): \(problem)")
+            }
+        }
+        tally.lateReplies = checker.lateReplies
+        checkLines()
+        if traceTraffic { traceRecord() }
+        checkFrames()
+    }
+
+    /// When each `setAtEncoding` cleared the decode buffer: at once, or, asked
+    /// for while an operation owned the wire, when that operation ended (a
+    /// no-wait window's end is known only to be within its window).
+    private var decoderResetWindows: [(from: Duration, to: Duration)] {
+        let wires = calls.flatMap(\.commands)
+        return decoderResets.map { reset in
+            var to = reset
+            for wire in wires where wire.madeAt <= reset {
+                guard let ended = wire.endedAt else { continue }
+                let end = wire.noWait ? wire.madeAt + wire.timeout : ended
+                if end >= reset { to = max(to, end) }
+            }
+            return (reset, to)
+        }
+    }
+
+    /// The device's record, in the trace of a replayed seed: what the checker compared with.
+    private func traceRecord() {
+        let record = peripheral.record
+        func time(_ value: Duration?) -> String { value.map { "\($0)" } ?? "never" }
+        for command in record.commands {
+            trace.append("[\(command.at)] device read #\(command.number) \(command.text.debugDescription) on connection \(command.connection)")
+        }
+        for emission in record.emissions where emission.output.kind != .radioFrame && emission.output.kind != .noise {
+            trace.append("[\(emission.at)] device wrote \(emission.output.kind) \(emission.output.lines) on connection "
+                         + "\(emission.connection.map(String.init) ?? "none"), \(emission.queued) of \(emission.bytes.count) bytes queued, "
+                         + "delivered \(time(emission.firstDeliveredAt))–\(time(emission.deliveredAt))")
+        }
+        for write in record.hostWrites {
+            let text = { (key: UInt8) in String(decoding: write.bytes.map { $0 ^ key }, as: UTF8.self).debugDescription }
+            trace.append("[\(write.at)] host wrote \(write.bytes.count) bytes on connection \(write.connection): plain \(text(0)), xor \(text(0x5A))")
+        }
+    }
+
+    /// Every line the app received is one the device emitted on that connection
+    /// and delivered by then, each at most once, unless it was read in the
+    /// wrong encoding or pieced together from what the device cut.
+    private func checkLines() {
+        let record = peripheral.record
+        var emitted: [Int: [(line: String, at: Duration, emission: XTalkDeviceRecord.Emission)]] = [:]
+        for emission in record.emissions {
+            guard let connection = emission.connection, emission.queued > 0, let first = emission.firstDeliveredAt else { continue }
+            for line in emission.output.lines { emitted[connection, default: []].append((line, first, emission)) }
+        }
+        var used: [Int: Set<Int>] = [:]
+        for (line, at, connection) in receivedLines {
+            let candidates = emitted[connection] ?? []
+            if let index = candidates.indices.first(where: {
+                used[connection, default: []].contains($0) == false && candidates[$0].line == line && candidates[$0].at <= at
+            }) {
+                used[connection, default: []].insert(index)
+                continue
+            }
+            // Read in the wrong encoding, or completed after a decoder reset, or glued to a line the device cut.
+            if !inRightEncoding(from: at, to: at) { continue }
+            if decoderResetWindows.contains(where: { $0.from <= at }),
+               candidates.contains(where: { $0.line.hasSuffix(line) || line.hasSuffix($0.line) }) { continue }
+            if candidates.contains(where: { $0.emission.queued < $0.emission.bytes.count && $0.at <= at }) { continue }
+            if decoderResets.contains(where: { $0 <= at }), !line.hasPrefix("+"), !line.hasPrefix("AT"), line != "OK", line != "ERROR" {
+                continue  // a remnant read in the other encoding before the switch took effect
+            }
+            violation("the app received the line \(line.prefix(60).debugDescription) at \(at) on connection \(connection), "
+                      + "which the device did not send there (or sent fewer times)")
+            return
+        }
+    }
+
+    /// Every radio frame the device delivered whole while the app could read it reached the app.
+    private func checkFrames() {
+        let record = peripheral.record
+        let received = Set(receivedFrames.map(\.index))
+        for (index, number) in frameEmissions.sorted(by: { $0.key < $1.key }) {
+            guard let emission = record.emission(number) else { continue }
+            if let reason = frameExemption(emission, in: record) {
+                tally.framesExempt[reason, default: 0] += 1
+                continue
+            }
+            tally.framesChecked += 1
+            if !received.contains(index) {
+                violation("radio frame \(index), delivered whole at \(emission.deliveredAt ?? .zero) on connection "
+                          + "\(emission.connection ?? 0) in the app's encoding, never reached the app")
+            }
+        }
+    }
+
+    private func frameExemption(_ emission: XTalkDeviceRecord.Emission, in record: XTalkDeviceRecord) -> String? {
+        guard let connection = emission.connection else { return "no connection" }
+        guard emission.queued > 0 else { return "not subscribed" }
+        guard emission.deliveredWhole, let delivered = emission.deliveredAt else { return "device lost bytes" }
+        if let frozen = eventsAtTeardownTime, delivered >= frozen { return "after teardown" }
+        let arriving = emission.firstDeliveredAt ?? delivered
+        if !inRightEncoding(from: arriving, to: delivered) { return "wrong encoding" }
+        if decoderResetWindows.contains(where: { $0.from <= delivered && $0.to >= arriving }) { return "decoder reset as it arrived" }
+        // The line before it on the same connection lost its end: the two are one unit.
+        if let before = record.emissions.last(where: {
+            $0.connection == connection && $0.number < emission.number && $0.queued > 0
+        }), before.queued < before.bytes.count {
+            return "glued to a line the device cut"
+        }
+        // The client ended the link in the very instant the bytes arrived.
+        if linkDowns.contains(where: { $0 == delivered }) { return "link ended as it arrived" }
+        return nil
+    }
+
+    /// The client's encoding was the device's from `start` to `end` (inclusive), with no switch in between.
+    func inRightEncoding(from start: Duration, to end: Duration) -> Bool {
+        var current = encodingChanges.first?.encoding ?? firmwareEncoding
+        for change in encodingChanges {
+            if change.at <= start {
+                current = change.encoding
+            } else if change.at <= end {
+                return false  // any switch inside the window discards a partial line
+            }
+        }
+        return current == firmwareEncoding
+    }
+}
+
+/// Matches the scenario's command lines with the device's record of what it
+/// processed and emitted.
+@MainActor
+private final class RecordChecker {
+    private unowned let scenario: ChaosScenario
+    private let record: XTalkDeviceRecord
+    private let wires: [WireCommand]
+    /// Answer emissions by the device command they answer.
+    private var answers: [Int: XTalkDeviceRecord.Emission] = [:]
+    private var sendFinishes: [Int: XTalkDeviceRecord.Emission] = [:]
+    /// Device commands by the command line they came from, and how.
+    private var ownedCommands: [ObjectIdentifier: [(XTalkDeviceRecord.Command, Relation)]] = [:]
+    private var owners: [Int: (WireCommand, Relation)] = [:]
+    /// Emissions a late reply already excused.
+    private var consumed: Set<Int> = []
+    private(set) var lateReplies = 0
+    /// The host's bytes per connection, with the time each write was handed to the link.
+    private var hostStreams: [Int: [(byte: UInt8, at: Duration)]] = [:]
+
+    enum Relation {
+        /// The device read the line as written.
+        case exact
+        /// Bytes in front of the line (a remnant in the device's UART) made it another command.
+        case damaged
+        /// Only the start of the line reached the device (the link was lost in the middle).
+        case cut
+        /// Written in the other encoding: the device read (part of) it as another line.
+        case wrongEncoding
+    }
+
+    init(scenario: ChaosScenario) {
+        self.scenario = scenario
+        record = scenario.peripheral.record
+        wires = scenario.calls.flatMap(\.commands)
+        for emission in record.emissions {
+            switch emission.output.kind {
+            case .answer(let command?): answers[command] = emission
+            case .sendFinished(let command): sendFinishes[command] = emission
+            default: break
+            }
+        }
+        for write in record.hostWrites {
+            hostStreams[write.connection, default: []] += write.bytes.map { ($0, write.at) }
+        }
+        assignWriteTimes()
+        for command in record.commands {
+            guard let owner = owner(of: command) else { continue }
+            owners[command.number] = owner
+            ownedCommands[ObjectIdentifier(owner.0), default: []].append((command, owner.1))
+        }
+    }
+
+    /// When each command line's first bytes were handed to the link: the
+    /// lines of one text are written in the order they were made, each
+    /// between its call and its end.
+    private var writeTimes: [ObjectIdentifier: Duration] = [:]
+
+    private func assignWriteTimes() {
+        var byText: [String: [WireCommand]] = [:]
+        for wire in wires { byText[wire.text, default: []].append(wire) }
+        for (text, group) in byText {
+            let occurrences = self.occurrences(of: text)
+            var next = 0
+            for wire in group.sorted(by: { $0.madeAt < $1.madeAt }) {
+                let end = wire.endedAt ?? .seconds(1_000_000)
+                while next < occurrences.count && occurrences[next] < wire.madeAt { next += 1 }
+                guard next < occurrences.count, occurrences[next] <= end else { continue }
+                writeTimes[ObjectIdentifier(wire)] = occurrences[next]
+                next += 1
+            }
+        }
+    }
+
+    /// When the start of `text`'s line (in either encoding) was handed to the link, each time it was.
+    private func occurrences(of text: String) -> [Duration] {
+        let probe = Array(Array((text + "\r\n").utf8).prefix(12))
+        var times: [Duration] = []
+        for stream in hostStreams.values {
+            for encoded in [probe, probe.map { $0 ^ 0x5A }] where stream.count >= encoded.count {
+                var index = 0
+                while index + encoded.count <= stream.count {
+                    if stream[index].byte == encoded[0], (1..<encoded.count).allSatisfy({ stream[index + $0].byte == encoded[$0] }) {
+                        times.append(stream[index].at)
+                        index += encoded.count
+                    } else {
+                        index += 1
+                    }
+                }
+            }
+        }
+        return times.sorted()
+    }
+
+    /// How many device commands of each text each connection has processed so far (while attributing them in order).
+    private var processedCount: [String: Int] = [:]
+
+    /// When the whole line was handed to the link in the device's encoding, each time, on one connection.
+    private func fullOccurrences(of text: String, on connection: Int) -> [Duration] {
+        guard let stream = hostStreams[connection] else { return [] }
+        let key: UInt8 = scenario.firmwareEncoding == .xor ? 0x5A : 0
+        let line = (text + "\r\n").utf8.map { $0 ^ key }
+        var times: [Duration] = []
+        var index = 0
+        while index + line.count <= stream.count {
+            if stream[index].byte == line[0], (1..<line.count).allSatisfy({ stream[index + $0].byte == line[$0] }) {
+                times.append(stream[index].at)
+                index += line.count
+            } else {
+                index += 1
+            }
+        }
+        return times
+    }
+
+    /// The command line a device command came from. The device reads the host's
+    /// lines in order, so the k-th command of a text on a connection is the k-th
+    /// whole line of that text the host wrote on it; other lines are attributed
+    /// to the newest line written before them that explains them.
+    private func owner(of command: XTalkDeviceRecord.Command) -> (WireCommand, Relation)? {
+        let key = "\(command.connection)|" + command.text
+        let k = processedCount[key, default: 0]
+        processedCount[key] = k + 1
+        let lines = fullOccurrences(of: command.text, on: command.connection)
+        if k < lines.count, let exact = wires.first(where: { $0.text == command.text && writeTimes[ObjectIdentifier($0)] == lines[k] }) {
+            return (exact, .exact)
+        }
+        let written = wires.compactMap { wire in writeTimes[ObjectIdentifier(wire)].map { (wire, $0) } }
+            .filter { $0.1 <= command.at }
+            .sorted { $0.1 > $1.1 }
+        for (wire, _) in written {
+            if command.text.utf8.count > wire.text.utf8.count, command.text.hasSuffix(wire.text) { return (wire, .damaged) }
+            if !command.text.isEmpty, command.text.utf8.count < wire.text.utf8.count, wire.text.hasPrefix(command.text) {
+                return (wire, .cut)
+            }
+        }
+        // Read in the other encoding, the line is a piece of what the client wrote.
+        let flipped = command.text.utf8.map { $0 ^ 0x5A }
+        for (wire, _) in written where !flipped.isEmpty {
+            let line = Array((wire.text + "\r\n").utf8)
+            if line.count >= flipped.count, (0...(line.count - flipped.count)).contains(where: { line[$0..<($0 + flipped.count)].elementsEqual(flipped) }) {
+                return (wire, .wrongEncoding)
+            }
+        }
+        return nil
+    }
+
+    private func ownCommand(of wire: WireCommand) -> (XTalkDeviceRecord.Command, Relation)? {
+        ownedCommands[ObjectIdentifier(wire)]?.first { $0.1 == .exact || $0.1 == .damaged }
+    }
+
+    /// The response lines a command gets from an answer: the echo of its own line is not one.
+    private func responseLines(_ emission: XTalkDeviceRecord.Emission, for text: String) -> [String] {
+        var lines = emission.output.lines
+        if scenario.firmwareEchoes, lines.first == text { lines.removeFirst() }
+        return lines
+    }
+
+    // MARK: One command line
+
+    func check(_ wire: WireCommand, cancelled: Bool) -> Verdict {
+        guard let outcome = wire.outcome, let endedAt = wire.endedAt else { return .violation("never ended") }
+        let own = ownCommand(of: wire)
+        let ownAnswer = own.flatMap { answers[$0.0.number] }
+        let expected = ownAnswer.map { responseLines($0, for: wire.text) }
+        // Written: when its first bytes were handed to the link, and no later than its window allows.
+        let written = writeTime(of: wire)
+        if let written, !wire.noWait, endedAt > written + wire.timeout {
+            return .violation("ended at \(endedAt), later than its window (\(wire.timeout) from its write at \(written))")
+        }
+        switch outcome {
+        case .lines(let lines) where !wire.collects:
+            if let expected, own?.1 == .exact, lines == expected { return .strict }
+            return excuse(wire, lines, own: own, ownAnswer: ownAnswer) ?? .violation("got \(lines), the device answered \(expected ?? [])")
+        case .lines(let lines):
+            return checkCollected(wire, lines, own: own, expected: expected ?? [])
+        case .sent:
+            if let own, own.1 == .exact, expected == ["OK"], let finish = sendFinishes[own.0.number],
+               finish.output.lines == ["+SENDFIN:OK"], let at = finish.deliveredAt, at <= endedAt {
+                return .strict
+            }
+            return excuse(wire, nil, own: own, ownAnswer: ownAnswer) ?? .violation("succeeded, but the device did not send it")
+        case .accepted:
+            if written != nil { return .strict }
+            return .violation("a no-wait call returned, but its line never reached the link")
+        case .failed(let error):
+            return checkFailure(wire, error, cancelled: cancelled, own: own, ownAnswer: ownAnswer, written: written)
+        }
+    }
+
+    /// A window of `.collectUntilTimeout`: whole late replies, then a prefix of its own answer.
+    private func checkCollected(_ wire: WireCommand, _ lines: [String], own: (XTalkDeviceRecord.Command, Relation)?,
+                                expected: [String]) -> Verdict {
+        var rest = lines[...]
+        var late = 0
+        while true {
+            let echoed = [wire.text] + expected
+            if own?.1 == .exact, expected.starts(with: rest) || (late > 0 && echoed.starts(with: rest)) {
+                return late > 0 ? .excused("late reply") : .strict
+            }
+            guard let (emission, length) = lateReply(for: wire, matchingPrefixOf: Array(rest)) else {
+                // The window closed in the middle of a late reply: its first lines.
+                if let partial = candidates(for: wire).first(where: {
+                    $0.output.lines.starts(with: rest) || (scenario.firmwareEchoes && $0.output.lines.dropFirst().starts(with: rest))
+                }) {
+                    consume(partial)
+                    return .excused("late reply")
+                }
+                break
+            }
+            consume(emission)
+            late += 1
+            rest = rest.dropFirst(length)
+        }
+        return excuse(wire, Array(rest), own: own, ownAnswer: own.flatMap { answers[$0.0.number] })
+            ?? .violation("collected \(lines), the device answered \(expected)")
+    }
+
+    /// Why lines other than the command's own answer are the device's doing or the protocol's limit, if they are.
+    private func excuse(_ wire: WireCommand, _ lines: [String]?, own: (XTalkDeviceRecord.Command, Relation)?,
+                        ownAnswer: XTalkDeviceRecord.Emission?) -> Verdict? {
+        guard let endedAt = wire.endedAt else { return nil }
+        if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
+        if let lines {
+            if let emission = lateReply(for: wire, exactly: lines) {
+                consume(emission)
+                return .excused("late reply")
+            }
+            // The device's ERROR to the line behind the remnant the client wrote in the wrong encoding.
+            if let own, own.1 == .damaged, let ownAnswer, responseLines(ownAnswer, for: wire.text) == lines,
+               remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text) {
+                return .excused("damaged by a wrong-encoding remnant")
+            }
+        }
+        // The device's notification queue overflowed and cut the line in front of the answer (or the answer).
+        if let ownAnswer, deviceCut(before: ownAnswer) { return .excused("device cut a line") }
+        if lines == nil, anotherAnswer(in: wire) != nil {
+            // A send completed by an earlier frame's late OK and +SENDFIN.
+            return .excused("late reply")
+        }
+        return nil
+    }
+
+    private func checkFailure(_ wire: WireCommand, _ error: any Error, cancelled: Bool,
+                              own: (XTalkDeviceRecord.Command, Relation)?, ownAnswer: XTalkDeviceRecord.Emission?,
+                              written: Duration?) -> Verdict {
+        guard let endedAt = wire.endedAt else { return .violation("never ended") }
+        guard let error = error as? XTalkBleError else { return .violation("untyped error \(type(of: error)): \(error)") }
+        let linkEnded = scenario.linkDowns.contains { $0 >= wire.madeAt && $0 <= endedAt }
+        switch error {
+        case .notConnected:
+            return linkEnded || !wire.clientConnected ? .strict : .violation("notConnected on a connection that stayed up")
+        case .notReady:
+            return !wire.clientReady || linkEnded ? .strict : .violation("notReady while the client was ready")
+        case .cancelled:
+            if cancelled || scenario.appEndedWorkAt.contains(where: { $0 >= wire.madeAt && $0 <= endedAt }) { return .strict }
+            return .violation("cancelled, but nobody cancelled it")
+        case .busy:
+            guard wire.noWait else { return .violation("busy for an awaited call") }
+            return channelWasBusy(at: wire.madeAt, besides: wire) ? .strict : .violation("busy while the channel was free")
+        case .timeout:
+            guard let written else {
+                return linkEnded ? .strict : .violation("timed out, but its line never reached the link")
+            }
+            if endedAt < written + wire.timeout - Self.pumpHold(scenario) {
+                return .violation("timed out at \(endedAt), before its window (\(wire.timeout) from its write at \(written)) ended")
+            }
+            // Its whole answer arrived in time: only something else in its window explains the miss.
+            // (A send completes at its +SENDFIN, not at the OK that accepts it.)
+            let completing = wire.text.hasPrefix("AT+SEND=") ? own.flatMap { sendFinishes[$0.0.number] } : ownAnswer
+            if let ownAnswer, let completing, own?.1 == .exact, completing.deliveredWhole, let delivered = completing.deliveredAt,
+               delivered < endedAt {
+                if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
+                if anotherAnswer(in: wire) != nil { return .excused("late reply in its window") }
+                if deviceCut(before: ownAnswer) { return .excused("device cut a line") }
+                return .violation("timed out although its answer \(ownAnswer.output.lines) arrived whole at \(delivered)")
+            }
+            return .strict
+        case .writeFailed(let reason):
+            if reason.hasPrefix("the radio could not send the frame"), let own,
+               let finish = sendFinishes[own.0.number], finish.output.lines.first?.hasPrefix("+SENDFIN:FAIL") == true {
+                return .strict
+            }
+            if reason.hasPrefix("the device rejected the frame"), let ownAnswer, responseLines(ownAnswer, for: wire.text) == ["ERROR"] {
+                return .strict
+            }
+            if linkEnded { return .strict }
+            return excuse(wire, nil, own: own, ownAnswer: ownAnswer) ?? .violation("writeFailed(\(reason)) the device's record does not explain")
+        default:
+            return .violation("unexpected error \(error)")
+        }
+    }
+
+    // MARK: Whole calls
+
+    func checkCall(_ call: ChaosCall, verdicts: [Verdict]) -> String? {
+        guard case .authenticated = call.expectation else {
+            if case .failure(let error) = call.outcome, !(error is XTalkBleError) {
+                return "untyped error \(type(of: error)): \(error)"
+            }
+            return nil
+        }
+        let clean = verdicts.allSatisfy { if case .strict = $0 { true } else { false } }
+        let commandsFailed = call.commands.contains { $0.failure != nil }
+        switch call.outcome {
+        case .success(.authenticated(let result)):
+            if scenario.impostor && result.didRequireChallenge {
+                return "authenticated an impostor (signature or identity not checked)"
+            }
+            if result.identity.deviceID != scenario.expectedDeviceID || result.identity.serial != scenario.expectedSerial {
+                return "authenticated the wrong identity \(result.identity.did) \(result.identity.serial)"
+            }
+            let appSwitched = scenario.appEncodingSets.contains { $0 >= call.madeAt && $0 <= (call.endedAt ?? $0) }
+            if result.encoding.rawValue != scenario.firmwareEncoding.rawValue, !appSwitched {
+                return "reported encoding \(result.encoding), the device uses \(scenario.firmwareEncoding)"
+            }
+            if result.didRequireChallenge != scenario.challengeRequired {
+                return "didRequireChallenge \(result.didRequireChallenge), the device requires one: \(scenario.challengeRequired)"
+            }
+            return nil
+        case .failure(let error):
+            guard let error = error as? XTalkDeviceAuthError else { return "untyped error \(type(of: error)): \(error)" }
+            switch error {
+            case .signatureVerificationFailed, .invalidDeviceIdentity, .challengeRetryExhausted, .invalidSignatureLength,
+                 .malformedChallengeReply, .invalidChallenge, .challengeMissing:
+                if scenario.impostor || !clean || commandsFailed { return nil }
+                return "\(error) from a genuine device whose every answer was its own"
+            case .commandTimedOut, .transportUnavailable, .cancelled, .busy:
+                return commandsFailed || !clean || call.commands.isEmpty ? nil : "\(error) although every command succeeded"
+            default:
+                return "unexpected \(error)"
+            }
+        default:
+            return "unexpected outcome \(String(describing: call.outcome))"
+        }
+    }
+
+    // MARK: Evidence
+
+    /// An unconsumed answer to another command, delivered inside the window of `wire` after that command's drain ended.
+    private func lateReply(for wire: WireCommand, exactly lines: [String]) -> XTalkDeviceRecord.Emission? {
+        candidates(for: wire).first { emission in
+            emission.output.lines == lines || (scenario.firmwareEchoes && Array(emission.output.lines.dropFirst()) == lines)
+        }
+    }
+
+    private func lateReply(for wire: WireCommand, matchingPrefixOf lines: [String]) -> (XTalkDeviceRecord.Emission, Int)? {
+        for emission in candidates(for: wire) {
+            var shapes = [emission.output.lines]
+            if scenario.firmwareEchoes { shapes.append(Array(emission.output.lines.dropFirst())) }
+            for shape in shapes where !shape.isEmpty && lines.starts(with: shape) { return (emission, shape.count) }
+        }
+        return nil
+    }
+
+    private func anotherAnswer(in wire: WireCommand) -> XTalkDeviceRecord.Emission? {
+        candidates(for: wire).first
+    }
+
+    private func candidates(for wire: WireCommand) -> [XTalkDeviceRecord.Emission] {
+        guard let endedAt = wire.endedAt else { return [] }
+        let ownNumber = ownCommand(of: wire)?.0.number
+        return record.emissions.filter { emission in
+            guard !consumed.contains(emission.number), let first = emission.firstDeliveredAt,
+                  first >= wire.madeAt, first <= endedAt else { return false }
+            switch emission.output.kind {
+            case .answer(let command?):
+                guard command != ownNumber else { return false }
+                return isLate(emission, answering: command)
+            case .answer(nil):
+                return false
+            case .sendFinished, .ready, .radioFrame, .crcError, .line, .raw, .noise:
+                return false
+            }
+        }
+    }
+
+    /// The answer reached the host after the drain of the command it answers could have ended.
+    private func isLate(_ emission: XTalkDeviceRecord.Emission, answering command: Int) -> Bool {
+        guard let first = emission.firstDeliveredAt, let (owner, relation) = owners[command] else { return false }
+        guard let connection = emission.connection else { return false }
+        // It completed with an earlier command's late reply (itself checked): its own
+        // answer is owed and displaced to the next command, and no drain follows a success.
+        if owner.successOutcome != nil, let ended = owner.endedAt, didNotGetOwnAnswer(owner) {
+            return owner.epoch == connection && first >= ended
+        }
+        if owner.noWait, owner.epoch == connection {
+            // A no-wait window closes at the first final code (maybe a late one), and no drain follows it.
+            return first >= owner.madeAt
+        }
+        // Otherwise only a delay explains a late reply: the device's (slow processing, a
+        // reply-delay fault) or the link's (the answer queued behind other notifications).
+        guard scenario.delaysReplies || first - emission.at > ChaosScenario.drainQuiet || relation == .cut
+                || owner.epoch < connection else { return false }
+        if owner.epoch < connection || relation == .cut {
+            // An answer owed by an earlier connection: the new one quarantines until that command's deadline.
+            let reconnected = record.connectedAt[connection] ?? .zero
+            let floor = relation == .cut ? reconnected + ChaosScenario.drainBound : owner.madeAt + owner.timeout
+            return first >= max(floor, reconnected + ChaosScenario.drainQuiet)
+        }
+        guard let gaveUp = owner.gaveUpAt else { return false }
+        return first >= gaveUp + ChaosScenario.drainQuiet
+    }
+
+    /// A command that completed with other lines than its own answer (excused): its answer is still owed.
+    private func didNotGetOwnAnswer(_ wire: WireCommand) -> Bool {
+        guard case .lines(let lines)? = wire.successOutcome, let own = ownCommand(of: wire), let answer = answers[own.0.number] else {
+            return wire.successOutcome != nil
+        }
+        let expected = responseLines(answer, for: wire.text)
+        // A window collects its own answer's first line, if any of it (late replies may come first).
+        if wire.collects { return expected.first.map { !lines.contains($0) } ?? false }
+        return lines != expected
+    }
+
+    private func consume(_ emission: XTalkDeviceRecord.Emission) {
+        consumed.insert(emission.number)
+        lateReplies += 1
+    }
+
+    /// The device's own queue cut the answer, or the line in front of it on the same connection.
+    private func deviceCut(before answer: XTalkDeviceRecord.Emission) -> Bool {
+        if answer.queued < answer.bytes.count { return true }
+        guard let before = record.emissions.last(where: {
+            $0.connection == answer.connection && $0.number < answer.number && $0.queued > 0
+        }) else { return false }
+        return before.queued < before.bytes.count
+    }
+
+    /// The bytes in front of `text` in the device's line, read in the other encoding, are text the client wrote.
+    private func remnantWasWrittenInWrongEncoding(_ processed: String, before text: String) -> Bool {
+        let bytes = Array(processed.utf8)
+        let written = bytes.dropLast(text.utf8.count).map { $0 ^ 0x5A }
+        return written.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x0D || $0 == 0x0A } && written.suffix(2) == [0x0D, 0x0A]
+    }
+
+    /// When the first bytes of the command's line were handed to the link (in either encoding), if they were.
+    private func writeTime(of wire: WireCommand) -> Duration? {
+        writeTimes[ObjectIdentifier(wire)]
+    }
+
+    /// A no-wait call may find the channel busy while another operation, window or drain may be active.
+    private func channelWasBusy(at time: Duration, besides wire: WireCommand) -> Bool {
+        let settling = ChaosScenario.drainBound
+        for other in wires where other !== wire && other.madeAt <= time {
+            guard let ended = other.endedAt else { return true }
+            let holds = other.noWait ? other.madeAt + other.timeout : ended
+            if holds + settling >= time { return true }
+        }
+        // A new connection quarantines the channel until the previous one's deadlines.
+        return record.connectedAt.values.contains { $0 <= time && time <= $0 + .seconds(6) }
+            || scenario.calls.contains { call in
+                if case .session = call.expectation, call.madeAt <= time, (call.endedAt ?? time) >= time { return true }
+                return false
+            }
+    }
+
+    /// How long the write pump may hold a line before its first packet, waiting for a credit.
+    static func pumpHold(_ scenario: ChaosScenario) -> Duration {
+        .zero
+    }
+}
