@@ -75,7 +75,8 @@ package struct XTalkDeviceRecord: Sendable {
     /// Each list keeps the newest `limit` to `2 * limit` entries (as the firmware's logs).
     static let limit = 10_000
 
-    package private(set) var commands: [Command] = []
+    /// (Kept by the firmware, which reads the lines.)
+    package internal(set) var commands: [Command] = []
     package private(set) var emissions: [Emission] = []
     package private(set) var hostWrites: [HostWrite] = []
     /// When each connection (numbered from 1) was established.
@@ -84,13 +85,6 @@ package struct XTalkDeviceRecord: Sendable {
     private var firstEmission = 0
     /// Emissions (by number) whose queued bytes have not all reached the host.
     private var undelivered: [Int] = []
-
-    mutating func recordCommand(number: Int, text: String, at time: Duration, connection: Int) {
-        commands.append(Command(number: number, text: text, at: time, connection: connection))
-        if commands.count > 2 * Self.limit {
-            commands.removeFirst(commands.count - Self.limit)
-        }
-    }
 
     mutating func recordHostWrite(_ bytes: [UInt8], at time: Duration, connection: Int) {
         hostWrites.append(HostWrite(bytes: bytes, at: time, connection: connection))

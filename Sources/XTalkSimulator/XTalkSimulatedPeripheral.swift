@@ -47,34 +47,37 @@ public final class XTalkSimulatedPeripheral {
             configuration: device.firmware, scheduler: environment.scheduler, random: environment.random,
             output: { bytes, what in relay.peripheral?.deviceOutput(bytes, what) })
         relay.peripheral = self
-        firmware.onCommand = { [unowned self] number, text in
-            record.recordCommand(number: number, text: text, at: environment.scheduler.elapsed, connection: connectionCount)
-        }
     }
 
     /// The device's account of what it processed and emitted, and when its
     /// output reached the host (checkers tell the SDK's faults from the device's by it).
-    package private(set) var record = XTalkDeviceRecord()
+    package var record: XTalkDeviceRecord {
+        var record = deviceRecord
+        record.commands = firmware.commandLog
+        return record
+    }
+
+    private var deviceRecord = XTalkDeviceRecord()
 
     /// The firmware's UART output: to the current connection's notification queue, if any.
     private func deviceOutput(_ bytes: [UInt8], _ what: XTalkDeviceOutput) {
         let now = environment.scheduler.elapsed
         guard let link else {
-            record.recordEmission(what, bytes: bytes, at: now, connection: nil, queued: 0, streamStart: 0)
+            deviceRecord.recordEmission(what, bytes: bytes, at: now, connection: nil, queued: 0, streamStart: 0)
             return
         }
         let (queued, start) = link.deviceOutput(bytes)
-        record.recordEmission(what, bytes: bytes, at: now, connection: connectionCount, queued: queued, streamStart: start)
+        deviceRecord.recordEmission(what, bytes: bytes, at: now, connection: connectionCount, queued: queued, streamStart: start)
     }
 
     /// The host handed a write of the passthrough's TX to the link.
     func hostWrote(_ bytes: Data) {
-        record.recordHostWrite(Array(bytes), at: environment.scheduler.elapsed, connection: connectionCount)
+        deviceRecord.recordHostWrite(Array(bytes), at: environment.scheduler.elapsed, connection: connectionCount)
     }
 
     /// The current connection's notifications reached the host up to `delivered` bytes.
     func notified(upTo delivered: Int) {
-        record.notified(connection: connectionCount, upTo: delivered, at: environment.scheduler.elapsed)
+        deviceRecord.notified(connection: connectionCount, upTo: delivered, at: environment.scheduler.elapsed)
     }
 
     // MARK: State
@@ -221,7 +224,8 @@ public final class XTalkSimulatedPeripheral {
             return
         }
         connectionCount += 1
-        record.recordConnection(connectionCount, at: environment.scheduler.elapsed)
+        deviceRecord.recordConnection(connectionCount, at: environment.scheduler.elapsed)
+        firmware.connection = connectionCount
         connectionState = .connected
         link = SimulatedLink(peripheral: self, scheduler: environment.scheduler, random: environment.random)
         environment.stopAdvertising(self)

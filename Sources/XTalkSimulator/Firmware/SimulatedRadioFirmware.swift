@@ -25,11 +25,12 @@ package final class SimulatedRadioFirmware {
     private let random: SimulatorRandom
     /// Receives the encoded bytes the MCU writes to its UART, and what they are.
     private let output: @MainActor ([UInt8], XTalkDeviceOutput) -> Void
-    /// Told of every command line the firmware processes, with its number
-    /// (counted from 0 over the firmware's lifetime), before it runs.
-    package var onCommand: (@MainActor (_ number: Int, _ text: String) -> Void)?
     /// Command lines processed so far (the next one's number).
     package private(set) var commandCount = 0
+    /// The connection the UART's host side is on now (set by the peripheral), for the command log.
+    package var connection = 0
+    /// Every command line processed: its number, text, when and on which connection (bounded like the logs).
+    package private(set) var commandLog: [XTalkDeviceRecord.Command] = []
 
     /// Every live timer by a firmware-local id, so that `shutDown` can cancel them all.
     private var timers: [Int: TimerToken] = [:]
@@ -194,7 +195,8 @@ package final class SimulatedRadioFirmware {
         Self.bound(&processedCommands)
         let number = commandCount
         commandCount += 1
-        onCommand?(number, command)
+        commandLog.append(XTalkDeviceRecord.Command(number: number, text: command, at: scheduler.elapsed, connection: connection))
+        Self.bound(&commandLog)
         let faults = configuration.faults
         // Silence hides what a command produces, not the command: it still runs, like an MCU whose UART TX is lost.
         let quiet = faults.silent || faults.silentCommands.contains { FirmwareText.hasPrefix(command, $0) }
