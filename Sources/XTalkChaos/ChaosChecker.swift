@@ -204,25 +204,10 @@ extension ChaosScenario {
             }
         }
         tally.lateReplies = checker.lateReplies
-        checkLines()
+        let resets = decoderResets.map(checker.resetWindow(at:))
+        checkLines(resets: resets)
         if traceTraffic { traceRecord() }
-        checkFrames()
-    }
-
-    /// When each `setAtEncoding` cleared the decode buffer: at once, or, asked
-    /// for while an operation owned the wire, when that operation ended (a
-    /// no-wait window's end is known only to be within its window).
-    private var decoderResetWindows: [(from: Duration, to: Duration)] {
-        let wires = calls.flatMap(\.commands)
-        return decoderResets.map { reset in
-            var to = reset
-            for wire in wires where wire.madeAt <= reset {
-                guard let ended = wire.endedAt else { continue }
-                let end = wire.noWait ? wire.madeAt + wire.timeout : ended
-                if end >= reset { to = max(to, end) }
-            }
-            return (reset, to)
-        }
+        checkFrames(resets: resets)
     }
 
     /// The device's record, in the trace of a replayed seed: what the checker compared with.
@@ -246,7 +231,7 @@ extension ChaosScenario {
     /// Every line the app received is one the device emitted on that connection
     /// and delivered by then, each at most once, unless it was read in the
     /// wrong encoding or pieced together from what the device cut.
-    private func checkLines() {
+    private func checkLines(resets: [(from: Duration, to: Duration)]) {
         let record = peripheral.record
         var emitted: [Int: [(line: String, at: Duration, emission: XTalkDeviceRecord.Emission)]] = [:]
         for emission in record.emissions {
@@ -264,12 +249,13 @@ extension ChaosScenario {
             }
             // Read in the wrong encoding, or completed after a decoder reset, or glued to a line the device cut.
             if !inRightEncoding(from: at, to: at) { continue }
-            if decoderResetWindows.contains(where: { $0.from <= at }),
-               candidates.contains(where: { $0.line.hasSuffix(line) || line.hasSuffix($0.line) }) { continue }
+            // (the rest of a line whose start a reset discarded, completed inside the reset's window)
+            if candidates.contains(where: { candidate in
+                candidate.line.hasSuffix(line) && resets.contains { reset in
+                    candidate.at <= reset.to && (candidate.emission.deliveredAt ?? at) >= reset.from && at >= reset.from
+                }
+            }) { continue }
             if candidates.contains(where: { $0.emission.queued < $0.emission.bytes.count && $0.at <= at }) { continue }
-            if decoderResets.contains(where: { $0 <= at }), !line.hasPrefix("+"), !line.hasPrefix("AT"), line != "OK", line != "ERROR" {
-                continue  // a remnant read in the other encoding before the switch took effect
-            }
             violation("the app received the line \(line.prefix(60).debugDescription) at \(at) on connection \(connection), "
                       + "which the device did not send there (or sent fewer times)")
             return
@@ -277,12 +263,12 @@ extension ChaosScenario {
     }
 
     /// Every radio frame the device delivered whole while the app could read it reached the app.
-    private func checkFrames() {
+    private func checkFrames(resets: [(from: Duration, to: Duration)]) {
         let record = peripheral.record
         let received = Set(receivedFrames.map(\.index))
         for (index, number) in frameEmissions.sorted(by: { $0.key < $1.key }) {
             guard let emission = record.emission(number) else { continue }
-            if let reason = frameExemption(emission, in: record) {
+            if let reason = frameExemption(emission, in: record, resets: resets) {
                 tally.framesExempt[reason, default: 0] += 1
                 continue
             }
@@ -294,14 +280,16 @@ extension ChaosScenario {
         }
     }
 
-    private func frameExemption(_ emission: XTalkDeviceRecord.Emission, in record: XTalkDeviceRecord) -> String? {
+    private func frameExemption(_ emission: XTalkDeviceRecord.Emission, in record: XTalkDeviceRecord,
+                                resets: [(from: Duration, to: Duration)]) -> String? {
         guard let connection = emission.connection else { return "no connection" }
         guard emission.queued > 0 else { return "not subscribed" }
-        guard emission.deliveredWhole, let delivered = emission.deliveredAt else { return "device lost bytes" }
+        guard emission.queued == emission.bytes.count else { return "device queue overflowed" }
+        guard let delivered = emission.deliveredAt else { return "link ended before delivery" }
         if let frozen = eventsAtTeardownTime, delivered >= frozen { return "after teardown" }
         let arriving = emission.firstDeliveredAt ?? delivered
         if !inRightEncoding(from: arriving, to: delivered) { return "wrong encoding" }
-        if decoderResetWindows.contains(where: { $0.from <= delivered && $0.to >= arriving }) { return "decoder reset as it arrived" }
+        if resets.contains(where: { $0.from <= delivered && $0.to >= arriving }) { return "decoder reset as it arrived" }
         // The line before it on the same connection lost its end: the two are one unit.
         if let before = record.emissions.last(where: {
             $0.connection == connection && $0.number < emission.number && $0.queued > 0
@@ -403,21 +391,24 @@ private final class RecordChecker {
     /// When the start of `text`'s line (in either encoding) was handed to the link, each time it was.
     private func occurrences(of text: String) -> [Duration] {
         let probe = Array(Array((text + "\r\n").utf8).prefix(12))
+        return hostStreams.values.flatMap { stream in
+            Self.starts(of: probe, in: stream) + Self.starts(of: probe.map { $0 ^ 0x5A }, in: stream)
+        }.sorted()
+    }
+
+    /// When each (non-overlapping) occurrence of `pattern` in a host stream was handed to the link.
+    private static func starts(of pattern: [UInt8], in stream: [(byte: UInt8, at: Duration)]) -> [Duration] {
         var times: [Duration] = []
-        for stream in hostStreams.values {
-            for encoded in [probe, probe.map { $0 ^ 0x5A }] where stream.count >= encoded.count {
-                var index = 0
-                while index + encoded.count <= stream.count {
-                    if stream[index].byte == encoded[0], (1..<encoded.count).allSatisfy({ stream[index + $0].byte == encoded[$0] }) {
-                        times.append(stream[index].at)
-                        index += encoded.count
-                    } else {
-                        index += 1
-                    }
-                }
+        var index = 0
+        while index + pattern.count <= stream.count {
+            if (0..<pattern.count).allSatisfy({ stream[index + $0].byte == pattern[$0] }) {
+                times.append(stream[index].at)
+                index += pattern.count
+            } else {
+                index += 1
             }
         }
-        return times.sorted()
+        return times
     }
 
     /// How many device commands of each text each connection has processed so far (while attributing them in order).
@@ -427,18 +418,7 @@ private final class RecordChecker {
     private func fullOccurrences(of text: String, on connection: Int) -> [Duration] {
         guard let stream = hostStreams[connection] else { return [] }
         let key: UInt8 = scenario.firmwareEncoding == .xor ? 0x5A : 0
-        let line = (text + "\r\n").utf8.map { $0 ^ key }
-        var times: [Duration] = []
-        var index = 0
-        while index + line.count <= stream.count {
-            if stream[index].byte == line[0], (1..<line.count).allSatisfy({ stream[index + $0].byte == line[$0] }) {
-                times.append(stream[index].at)
-                index += line.count
-            } else {
-                index += 1
-            }
-        }
-        return times
+        return Self.starts(of: (text + "\r\n").utf8.map { $0 ^ key }, in: stream)
     }
 
     /// The command line a device command came from. The device reads the host's
@@ -765,6 +745,19 @@ private final class RecordChecker {
     /// When the first bytes of the command's line were handed to the link (in either encoding), if they were.
     private func writeTime(of wire: WireCommand) -> Duration? {
         writeTimes[ObjectIdentifier(wire)]
+    }
+
+    /// When a `setAtEncoding` at `time` cleared the decode buffer: at once, or,
+    /// asked for while a command's line was on the wire, when that command
+    /// ended (a no-wait window's end is known only to be within its window).
+    func resetWindow(at time: Duration) -> (from: Duration, to: Duration) {
+        var to = time
+        for wire in wires {
+            guard let written = writeTimes[ObjectIdentifier(wire)], written <= time, let ended = wire.endedAt else { continue }
+            let end = wire.noWait ? wire.madeAt + wire.timeout : ended
+            if end >= time { to = max(to, end) }
+        }
+        return (time, to)
     }
 
     /// A no-wait call may find the channel busy while another operation, window or drain may be active.
