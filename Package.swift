@@ -78,16 +78,17 @@ let package = Package(
             dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto", "XTalkChaos"]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
+        .target(name: "XTalkTestSupport", dependencies: ["XTalkSimulator"], path: "Tests/XTalkTestSupport"),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(
             name: "XTalkBleClientTests",
-            dependencies: ["XTalkBleSdk", "XTalkSimulator", .target(name: coreBluetoothStandIn, condition: onLinux)]
+            dependencies: ["XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport", .target(name: coreBluetoothStandIn, condition: onLinux)]
         ),
         .testTarget(name: "XTalkCLITests", dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),
         .testTarget(
             name: "XTalkDeviceAuthSdkTests",
-            dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto"]
+            dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto", "XTalkTestSupport"]
         ),
         .testTarget(name: "XTalkChaosTests", dependencies: ["XTalkChaos", "XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),

@@ -3,6 +3,7 @@ import Observation
 import Testing
 import XTalkBleSdk
 import XTalkSimulator
+import XTalkTestSupport
 
 @Suite("Events, observers and device-information queries (seed 000, seed 001 section 4)", .timeLimit(.minutes(5)))
 @MainActor

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XTalkBleSdk
 import XTalkSimulator
+import XTalkTestSupport
 
 @Suite("The examples of the customer's BLE guide run against the simulator", .timeLimit(.minutes(5)))
 @MainActor

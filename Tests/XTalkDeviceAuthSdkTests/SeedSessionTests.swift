@@ -3,6 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkDeviceAuthSdk
 import XTalkSimulator
+import XTalkTestSupport
 
 @Suite("Seed 002: the end-to-end session and its acceptance sequence, on the simulator", .timeLimit(.minutes(5)))
 @MainActor
