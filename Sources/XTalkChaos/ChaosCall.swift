@@ -153,10 +153,6 @@ final class ChaosCall {
         return false
     }
 
-    var error: (any Error)? {
-        if case .failure(let error) = outcome { return error }
-        return nil
-    }
 }
 
 /// The integration guide's adapter between the client and the authenticator,

@@ -59,8 +59,8 @@ extension ChaosScenario {
             if appState == .connected, state != .connected { linkDowns.append(clock.elapsed) }
             appState = state
             return
-        case .passthroughRaw(let data):
-            rawUnits.append(data)
+        case .passthroughRaw:
+            break
         case .diPayload(let payload, _):
             guard payload.count >= 4 else { break }
             let index = payload.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }

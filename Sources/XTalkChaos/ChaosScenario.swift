@@ -46,8 +46,6 @@ package final class ChaosScenario {
     var eventsAtTeardownTime: Duration?
     /// Each radio frame the app received: its index, and when.
     var receivedFrames: [(index: UInt32, at: Duration)] = []
-    /// The `.passthroughRaw` events' bytes, in order.
-    var rawUnits: [Data] = []
     /// Each `.atLine` the app received: the line, when, on which connection.
     var receivedLines: [(line: String, at: Duration, connection: Int)] = []
     var streamReader: Task<Int, Never>?
@@ -73,9 +71,7 @@ package final class ChaosScenario {
     var tornDown = false
     /// Calls whose every command line matched the device's record with no exemption.
     var strictCalls: Set<Int> = []
-    /// The app itself ended pending work (disconnect(), teardown()).
-    var appEndedWork = false
-    /// When the app last ended pending work.
+    /// When the app itself ended pending work (disconnect(), teardown()).
     var appEndedWorkAt: [Duration] = []
 
     /// `traceTraffic` adds the client's debug log (every line sent and
@@ -430,7 +426,6 @@ package final class ChaosScenario {
     }
 
     private func appEnded() {
-        appEndedWork = true
         appEndedWorkAt.append(clock.elapsed)
     }
 
