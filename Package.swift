@@ -79,7 +79,7 @@ let package = Package(
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .target(name: "XTalkTestSupport", dependencies: ["XTalkSimulator"], path: "Tests/XTalkTestSupport"),
-        .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport"]),
         .testTarget(
             name: "XTalkBleClientTests",
             dependencies: ["XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport", .target(name: coreBluetoothStandIn, condition: onLinux)]

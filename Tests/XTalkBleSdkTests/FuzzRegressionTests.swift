@@ -1,30 +1,7 @@
 import Foundation
 import Testing
 @testable import XTalkBleSdk
-
-/// One input of a fuzz target's committed seed corpus (Fuzz/Corpus/<target>/).
-struct FuzzSeed: Sendable, CustomTestStringConvertible {
-    let target: String
-    let name: String
-    let bytes: [UInt8]
-
-    var testDescription: String { "\(target)/\(name)" }
-
-    /// Fuzz/Corpus of this checkout, found from this file's path.
-    static let corpus = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("Fuzz").appendingPathComponent("Corpus")
-
-    /// Every seed of `target`, by name.
-    static func all(_ target: String) -> [FuzzSeed] {
-        let directory = corpus.appendingPathComponent(target)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.sorted().compactMap { name in
-            FileManager.default.contents(atPath: directory.appendingPathComponent(name).path)
-                .map { FuzzSeed(target: target, name: name, bytes: Array($0)) }
-        }
-    }
-}
+import XTalkTestSupport
 
 /// The `receive` and `framer` fuzz targets' seeds, replayed through the
 /// targets' own oracles (Tests/XTalkBleSdkTests/FuzzOracles.swift), so that
