@@ -4,8 +4,8 @@ import Foundation
 // CoreBluetooth's central role so that the CoreBluetooth and BlueZ backends
 // map onto it one call for one call. The simulator is a backend too.
 //
-// Rules every backend follows (they are CoreBluetooth's, see
-// shared/reference/corebluetooth-central-subset.md):
+// Rules every backend follows (they are CoreBluetooth's, as Apple documents
+// CBCentralManager and CBPeripheral):
 // - Calls never deliver events synchronously: every event arrives later, on
 //   the main actor, through `eventHandler`.
 // - Commands are honoured only in `.poweredOn`; otherwise they are ignored.

@@ -3,7 +3,7 @@
 // and, on Linux, against the stand-in of StandIns/CoreBluetooth (the same
 // Swift-visible API), where the simulator drives it in tests.
 //
-// CoreBluetooth facts it is built on (shared/reference/corebluetooth-central-subset.md):
+// CoreBluetooth facts it is built on (Apple's CBCentralManager and CBPeripheral documentation):
 // commands only in .poweredOn; callbacks on the manager's queue, here a
 // dedicated serial queue, hopped to the main actor in order; no callback after
 // didDisconnectPeripheral, so pending work is failed by the client; after

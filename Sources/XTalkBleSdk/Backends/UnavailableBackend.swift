@@ -41,7 +41,7 @@ package enum PlatformBackend {
         if let override { return override() }
         let scheduler = ClockTimerScheduler(clock: ContinuousClock())
         #if os(Linux)
-        // The BlueZ backend plugs in here (shared/reference/bluez-dbus-notes.md).
+        // A BlueZ (D-Bus) backend would plug in here; until then Linux has no Bluetooth backend.
         return UnavailableBackend(scheduler: scheduler)
         #else
         return CoreBluetoothBackend(scheduler: scheduler)

@@ -2,7 +2,7 @@ import Foundation
 import XTalkBleSdk
 
 /// The simulated Bluetooth stack seen from the app: a central that behaves
-/// like CoreBluetooth's (see shared/reference/corebluetooth-central-subset.md).
+/// like CoreBluetooth's (as Apple documents CBCentralManager and CBPeripheral).
 ///
 /// - It starts in `.unknown` and reports its state shortly after creation.
 /// - Commands are honoured only in `.poweredOn`; otherwise they are ignored
