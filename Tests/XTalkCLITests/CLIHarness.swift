@@ -86,10 +86,11 @@ final class XtalkChild: @unchecked Sendable {
         process.standardOutput = outPipe
         process.standardError = errPipe
         process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { [condition] _ in
+        // Weak: the process keeps its handler, so a strong capture would keep this object (and its output) forever.
+        process.terminationHandler = { [weak self, condition] _ in
             condition.lock()
             defer { condition.unlock() }
-            self.exited = true
+            self?.exited = true
             condition.broadcast()
         }
         try process.run()
