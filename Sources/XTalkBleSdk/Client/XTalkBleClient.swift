@@ -189,11 +189,26 @@ public final class XTalkBleClient: NSObject {
             if let link = passthrough, link.peripheral == peripheral { pumpWrites(link) }
         case .stateChanged(let state):
             log(.info, "Bluetooth state: \(state)")
-        case .discovered, .scanFailed, .connected, .failedToConnect, .disconnected, .servicesDiscovered,
-             .characteristicsDiscovered, .notificationStateUpdated:
-            break
+            return apply(machine.radioStateChanged(state))
+        case .discovered(let peripheral, let advertisement, let rssi):
+            return apply(machine.peripheralDiscovered(peripheral, advertisement, rssi: rssi))
+        case .scanFailed(let error):
+            return apply(machine.scanFailed(error.message))
+        case .connected(let peripheral):
+            return apply(machine.connected(peripheral))
+        case .failedToConnect(let peripheral, let error):
+            return apply(machine.failedToConnect(peripheral, reason: error?.message))
+        case .disconnected(let peripheral, _):
+            return apply(machine.disconnected(peripheral))
+        case .servicesDiscovered(let peripheral, let services, let error):
+            return apply(machine.servicesDiscovered(peripheral, services, failure: error?.message))
+        case .characteristicsDiscovered(let peripheral, let service, let characteristics, let error):
+            return apply(machine.characteristicsDiscovered(peripheral, service: service, characteristics, failure: error?.message))
+        case .notificationStateUpdated(let peripheral, let characteristic, let isNotifying, let error):
+            return apply(machine.notificationStateUpdated(peripheral, characteristic, isNotifying: isNotifying,
+                                                          failure: error?.message))
         }
-        apply(machine.handle(event))
+        apply([])  // publishes and delivers what the passthrough and the queries produced
     }
 
     /// Performs lifecycle actions, then publishes the state and delivers events.

@@ -204,106 +204,125 @@ struct ConnectionStateMachine {
         return actions
     }
 
-    // MARK: Backend events
+    // MARK: Inputs from the Bluetooth stack (one method per input)
 
-    mutating func handle(_ event: BleBackendEvent) -> [Action] {
-        switch event {
-        case .stateChanged(let newState):
-            return radioChanged(newState)
-        case .discovered(let id, let advertisement, let rssi):
-            discovered(id, advertisement, rssi)
-            return []
-        case .scanFailed(let error):
-            guard case .scanning = state else { return [] }
-            state = .idle
-            published.connectionState = .failed(.scanFailed(error.message))
-            return []
-        case .connected(let id):
-            guard var link = currentLink(id), !link.linkUp else { return [] }
-            link.linkUp = true
-            state = .link(link)
-            published.connectionState = .connected
-            return [.backend(.discoverServices(id))]
-        case .failedToConnect(let id, let error):
-            guard let link = currentLink(id), !link.linkUp else { return [] }
-            var actions: [Action] = []
-            let failure = XTalkBleError.connectionFailed(error?.message ?? "the connection attempt failed")
-            endLink(error: .notConnected, into: &actions, linkGone: true)
-            published.connectionState = .failed(failure)
-            return actions
-        case .disconnected(let id, _):
-            guard let link = currentLink(id) else { return [] }
-            var actions: [Action] = []
-            endLink(error: .notConnected, into: &actions, linkGone: true)
-            // A link lost before it was ready is a failed connection; a ready one simply ended.
-            published.connectionState = link.subscribed
-                ? .disconnected : .failed(.connectionFailed("the link was lost while connecting"))
-            return actions
-        case .servicesDiscovered(let id, let services, let error):
-            guard let link = currentLink(id), link.linkUp, link.txProperties == nil else { return [] }
-            if let error { return fail(.connectionFailed("service discovery failed: \(error.message)")) }
-            guard services.contains(XTalkGatt.passthroughService) else { return fail(.serviceMissing) }
-            var actions: [Action] = [.backend(.discoverCharacteristics(
-                id, service: XTalkGatt.passthroughService,
-                characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))]
-            if services.contains(XTalkGatt.batteryService) {
-                actions.append(.backend(.discoverCharacteristics(
-                    id, service: XTalkGatt.batteryService, characteristics: [XTalkGatt.batteryLevel])))
-            }
-            if services.contains(XTalkGatt.deviceInformationService) {
-                actions.append(.backend(.discoverCharacteristics(
-                    id, service: XTalkGatt.deviceInformationService,
-                    characteristics: [XTalkGatt.firmwareRevision, XTalkGatt.hardwareRevision])))
-            }
-            return actions
-        case .characteristicsDiscovered(let id, let service, let characteristics, let error):
-            guard var link = currentLink(id), link.linkUp else { return [] }
-            switch service {
-            case XTalkGatt.passthroughService:
-                guard link.txProperties == nil else { return [] }
-                if let error { return fail(.connectionFailed("characteristic discovery failed: \(error.message)")) }
-                let tx = characteristics.first { $0.uuid == XTalkGatt.passthroughTX }
-                let rx = characteristics.first { $0.uuid == XTalkGatt.passthroughRX }
-                guard let tx, let rx, !tx.properties.isDisjoint(with: [.write, .writeWithoutResponse]) else {
-                    return fail(.characteristicMissing)
-                }
-                guard !rx.properties.isDisjoint(with: [.notify, .indicate]) else {
-                    return fail(.connectionFailed("the passthrough RX characteristic does not notify"))
-                }
-                link.txProperties = tx.properties
-                state = .link(link)
-                return [.backend(.subscribe(id))]
-            case XTalkGatt.batteryService, XTalkGatt.deviceInformationService:
-                // Device control is optional: its absence never blocks `atReady`.
-                guard error == nil else { return [] }
-                let found = Set(characteristics.filter { $0.properties.contains(.read) }.map(\.uuid))
-                if found.contains(XTalkGatt.batteryLevel) { link.batteryFound = true }
-                if found.contains(XTalkGatt.firmwareRevision) { link.firmwareFound = true }
-                if found.contains(XTalkGatt.hardwareRevision) { link.hardwareFound = true }
-                state = .link(link)
-                published.deviceControlReady = link.batteryFound && link.firmwareFound && link.hardwareFound
-                return []
-            default:
-                return []
-            }
-        case .notificationStateUpdated(let id, let characteristic, let isNotifying, let error):
-            guard var link = currentLink(id), characteristic.characteristic == XTalkGatt.passthroughRX,
-                  let txProperties = link.txProperties, !link.subscribed
-            else { return [] }
-            if let error { return fail(.connectionFailed("the notification subscription was refused: \(error.message)")) }
-            guard isNotifying else { return fail(.connectionFailed("the device did not enable notifications")) }
-            var actions: [Action] = []
-            link.subscribed = true
-            if let timer = link.timer { actions.append(.cancelTimer(timer)) }
-            link.timer = nil
-            state = .link(link)
-            published.atReady = true
-            let writeType: BleWriteType = txProperties.contains(.writeWithoutResponse) ? .withoutResponse : .withResponse
-            actions.append(.openPassthrough(peripheral: id, writeType: writeType))
-            return actions
-        case .valueUpdated, .writeCompleted, .readyToSendWriteWithoutResponse:
-            return []  // the passthrough and the device queries handle these
+    /// The central's radio state changed.
+    mutating func radioStateChanged(_ newState: BleManagerState) -> [Action] {
+        radioChanged(newState)
+    }
+
+    /// A scan reported a peripheral.
+    mutating func peripheralDiscovered(_ id: UUID, _ advertisement: BleAdvertisement, rssi: Int) -> [Action] {
+        discovered(id, advertisement, rssi)
+        return []
+    }
+
+    /// The platform could not start or continue the scan.
+    mutating func scanFailed(_ reason: String) -> [Action] {
+        guard case .scanning = state else { return [] }
+        state = .idle
+        published.connectionState = .failed(.scanFailed(reason))
+        return []
+    }
+
+    mutating func connected(_ id: UUID) -> [Action] {
+        guard var link = currentLink(id), !link.linkUp else { return [] }
+        link.linkUp = true
+        state = .link(link)
+        published.connectionState = .connected
+        return [.backend(.discoverServices(id))]
+    }
+
+    mutating func failedToConnect(_ id: UUID, reason: String?) -> [Action] {
+        guard let link = currentLink(id), !link.linkUp else { return [] }
+        var actions: [Action] = []
+        let failure = XTalkBleError.connectionFailed(reason ?? "the connection attempt failed")
+        endLink(error: .notConnected, into: &actions, linkGone: true)
+        published.connectionState = .failed(failure)
+        return actions
+    }
+
+    mutating func disconnected(_ id: UUID) -> [Action] {
+        guard let link = currentLink(id) else { return [] }
+        var actions: [Action] = []
+        endLink(error: .notConnected, into: &actions, linkGone: true)
+        // A link lost before it was ready is a failed connection; a ready one simply ended.
+        published.connectionState = link.subscribed
+            ? .disconnected : .failed(.connectionFailed("the link was lost while connecting"))
+        return actions
+    }
+
+    /// Service discovery finished; `failure` is the stack's reason when it failed.
+    mutating func servicesDiscovered(_ id: UUID, _ services: [BleUUID], failure: String?) -> [Action] {
+        guard let link = currentLink(id), link.linkUp, link.txProperties == nil else { return [] }
+        if let failure { return fail(.connectionFailed("service discovery failed: \(failure)")) }
+        guard services.contains(XTalkGatt.passthroughService) else { return fail(.serviceMissing) }
+        var actions: [Action] = [.backend(.discoverCharacteristics(
+            id, service: XTalkGatt.passthroughService,
+            characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))]
+        if services.contains(XTalkGatt.batteryService) {
+            actions.append(.backend(.discoverCharacteristics(
+                id, service: XTalkGatt.batteryService, characteristics: [XTalkGatt.batteryLevel])))
         }
+        if services.contains(XTalkGatt.deviceInformationService) {
+            actions.append(.backend(.discoverCharacteristics(
+                id, service: XTalkGatt.deviceInformationService,
+                characteristics: [XTalkGatt.firmwareRevision, XTalkGatt.hardwareRevision])))
+        }
+        return actions
+    }
+
+    /// Characteristic discovery of one service finished.
+    mutating func characteristicsDiscovered(_ id: UUID, service: BleUUID, _ characteristics: [BleCharacteristicInfo],
+                                            failure: String?) -> [Action] {
+        guard var link = currentLink(id), link.linkUp else { return [] }
+        switch service {
+        case XTalkGatt.passthroughService:
+            guard link.txProperties == nil else { return [] }
+            if let failure { return fail(.connectionFailed("characteristic discovery failed: \(failure)")) }
+            let tx = characteristics.first { $0.uuid == XTalkGatt.passthroughTX }
+            let rx = characteristics.first { $0.uuid == XTalkGatt.passthroughRX }
+            guard let tx, let rx, !tx.properties.isDisjoint(with: [.write, .writeWithoutResponse]) else {
+                return fail(.characteristicMissing)
+            }
+            guard !rx.properties.isDisjoint(with: [.notify, .indicate]) else {
+                return fail(.connectionFailed("the passthrough RX characteristic does not notify"))
+            }
+            link.txProperties = tx.properties
+            state = .link(link)
+            return [.backend(.subscribe(id))]
+        case XTalkGatt.batteryService, XTalkGatt.deviceInformationService:
+            // Device control is optional: its absence never blocks `atReady`.
+            guard failure == nil else { return [] }
+            let found = Set(characteristics.filter { $0.properties.contains(.read) }.map(\.uuid))
+            if found.contains(XTalkGatt.batteryLevel) { link.batteryFound = true }
+            if found.contains(XTalkGatt.firmwareRevision) { link.firmwareFound = true }
+            if found.contains(XTalkGatt.hardwareRevision) { link.hardwareFound = true }
+            state = .link(link)
+            published.deviceControlReady = link.batteryFound && link.firmwareFound && link.hardwareFound
+            return []
+        default:
+            return []
+        }
+    }
+
+    /// The subscription to a characteristic's notifications changed (or was refused).
+    mutating func notificationStateUpdated(_ id: UUID, _ characteristic: BleCharacteristicRef, isNotifying: Bool,
+                                           failure: String?) -> [Action] {
+        guard var link = currentLink(id), characteristic.characteristic == XTalkGatt.passthroughRX,
+              let txProperties = link.txProperties, !link.subscribed
+        else { return [] }
+        if let failure { return fail(.connectionFailed("the notification subscription was refused: \(failure)")) }
+        guard isNotifying else { return fail(.connectionFailed("the device did not enable notifications")) }
+        var actions: [Action] = []
+        link.subscribed = true
+        if let timer = link.timer { actions.append(.cancelTimer(timer)) }
+        link.timer = nil
+        state = .link(link)
+        published.atReady = true
+        let writeType: BleWriteType = txProperties.contains(.writeWithoutResponse) ? .withoutResponse : .withResponse
+        actions.append(.openPassthrough(peripheral: id, writeType: writeType))
+        return actions
     }
 
     // MARK: Internals

@@ -132,13 +132,13 @@ package final class SimulatedCentral: BleBackend {
                     error: BleBackendError(.operationNotSupported, "\(characteristic) does not notify")))
                 return
             }
-            if let refusal = peripheral.device.gatt.subscriptionRefusal, characteristic.characteristic == XTalkGatt.passthroughRX {
+            if let refusal = peripheral.device.gatt.subscriptionRefusal, characteristic.characteristic == SimulatedGatt.passthroughRX {
                 peripheral.post(.notificationStateUpdated(
                     peripheral: id, characteristic: characteristic, isNotifying: false,
                     error: BleBackendError(.insufficientAuthentication, refusal)))
                 return
             }
-            if characteristic.characteristic == XTalkGatt.passthroughRX { link.setSubscribed(enabled) }
+            if characteristic.characteristic == SimulatedGatt.passthroughRX { link.setSubscribed(enabled) }
             peripheral.post(.notificationStateUpdated(
                 peripheral: id, characteristic: characteristic, isNotifying: enabled, error: nil))
         }
@@ -167,7 +167,7 @@ package final class SimulatedCentral: BleBackend {
     package func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of id: UUID, type: BleWriteType) {
         guard let (peripheral, link) = connected(id, "writeValue") else { return }
         let info = SimulatedGattDatabase.characteristic(characteristic, in: peripheral.device.gatt)
-        let isTX = characteristic.characteristic == XTalkGatt.passthroughTX && info != nil
+        let isTX = characteristic.characteristic == SimulatedGatt.passthroughTX && info != nil
         if isTX { peripheral.hostWrote(data) }
         if isTX, let refusal = peripheral.device.gatt.writeRefusal {
             peripheral.droppedWrites += 1
@@ -240,19 +240,19 @@ struct SimulatedGattDatabase {
                 characteristics.append(Self.passthroughTX(gatt))
             }
             if gatt.hasPassthroughRX {
-                characteristics.append(BleCharacteristicInfo(uuid: XTalkGatt.passthroughRX, properties: [.notify]))
+                characteristics.append(BleCharacteristicInfo(uuid: SimulatedGatt.passthroughRX, properties: [.notify]))
             }
-            services.append(Service(uuid: XTalkGatt.passthroughService, characteristics: characteristics))
+            services.append(Service(uuid: SimulatedGatt.passthroughService, characteristics: characteristics))
         }
         if gatt.hasBatteryService {
-            services.append(Service(uuid: XTalkGatt.batteryService, characteristics: [
-                BleCharacteristicInfo(uuid: XTalkGatt.batteryLevel, properties: [.read, .notify]),
+            services.append(Service(uuid: SimulatedGatt.batteryService, characteristics: [
+                BleCharacteristicInfo(uuid: SimulatedGatt.batteryLevel, properties: [.read, .notify]),
             ]))
         }
         if gatt.hasDeviceInformationService {
-            services.append(Service(uuid: XTalkGatt.deviceInformationService, characteristics: [
-                BleCharacteristicInfo(uuid: XTalkGatt.firmwareRevision, properties: [.read]),
-                BleCharacteristicInfo(uuid: XTalkGatt.hardwareRevision, properties: [.read]),
+            services.append(Service(uuid: SimulatedGatt.deviceInformationService, characteristics: [
+                BleCharacteristicInfo(uuid: SimulatedGatt.firmwareRevision, properties: [.read]),
+                BleCharacteristicInfo(uuid: SimulatedGatt.hardwareRevision, properties: [.read]),
             ]))
         }
         self.services = services
@@ -265,7 +265,7 @@ struct SimulatedGattDatabase {
     /// The characteristic `ref` names, if `gatt` has it. The passthrough TX,
     /// written for every AT line, is answered without building the database.
     static func characteristic(_ ref: BleCharacteristicRef, in gatt: XTalkSimulatedGatt) -> BleCharacteristicInfo? {
-        guard ref.service == XTalkGatt.passthroughService, ref.characteristic == XTalkGatt.passthroughTX else {
+        guard ref.service == SimulatedGatt.passthroughService, ref.characteristic == SimulatedGatt.passthroughTX else {
             return SimulatedGattDatabase(gatt).characteristic(ref)
         }
         guard gatt.hasPassthroughService, gatt.hasPassthroughTX else { return nil }
@@ -274,15 +274,15 @@ struct SimulatedGattDatabase {
 
     private static func passthroughTX(_ gatt: XTalkSimulatedGatt) -> BleCharacteristicInfo {
         BleCharacteristicInfo(
-            uuid: XTalkGatt.passthroughTX,
+            uuid: SimulatedGatt.passthroughTX,
             properties: gatt.txSupportsWriteWithoutResponse ? [.write, .writeWithoutResponse] : [.write])
     }
 
     func value(of ref: BleCharacteristicRef) -> Data? {
         switch ref.characteristic {
-        case XTalkGatt.batteryLevel: Data([gatt.batteryLevel])
-        case XTalkGatt.firmwareRevision: gatt.firmwareRevision
-        case XTalkGatt.hardwareRevision: gatt.hardwareRevision
+        case SimulatedGatt.batteryLevel: Data([gatt.batteryLevel])
+        case SimulatedGatt.firmwareRevision: gatt.firmwareRevision
+        case SimulatedGatt.hardwareRevision: gatt.hardwareRevision
         default: nil
         }
     }

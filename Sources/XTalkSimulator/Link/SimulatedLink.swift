@@ -215,8 +215,8 @@ final class SimulatedLink {
             peripheral.notified(upTo: deviceBytesDelivered)
             if !chunk.isEmpty {
                 peripheral.post(.valueUpdated(peripheral: peripheral.id,
-                                              characteristic: BleCharacteristicRef(service: XTalkGatt.passthroughService,
-                                                                                   characteristic: XTalkGatt.passthroughRX),
+                                              characteristic: BleCharacteristicRef(service: SimulatedGatt.passthroughService,
+                                                                                   characteristic: SimulatedGatt.passthroughRX),
                                               value: chunk, error: nil))
             }
             if lose {

@@ -1,0 +1,106 @@
+import Foundation
+
+// The Bluetooth values the core reasons about: UUIDs, radio states,
+// characteristic properties, write types, advertisements, and the xTalk GATT
+// layout. The core owns them; the backend seam (Backends/BleBackend.swift)
+// carries them between a Bluetooth stack and the core.
+
+/// A 16-, 32- or 128-bit Bluetooth UUID, kept as its canonical 128-bit text.
+package struct BleUUID: Hashable, Sendable, CustomStringConvertible {
+    /// Uppercase, hyphenated, 128-bit form.
+    package let uuidString: String
+
+    /// Accepts 4 or 8 hex digits (expanded with the Bluetooth base UUID) or a
+    /// 36-character UUID.
+    package init(_ text: String) {
+        let upper = text.uppercased()
+        switch upper.count {
+        case 4: uuidString = "0000\(upper)-0000-1000-8000-00805F9B34FB"
+        case 8: uuidString = "\(upper)-0000-1000-8000-00805F9B34FB"
+        default: uuidString = upper
+        }
+    }
+
+    package var description: String {
+        if uuidString.hasSuffix("-0000-1000-8000-00805F9B34FB") && uuidString.hasPrefix("0000") {
+            return String(uuidString.dropFirst(4).prefix(4))
+        }
+        return uuidString
+    }
+}
+
+/// The GATT layout of PROTOCOL.md section 2.
+package enum XTalkGatt {
+    package static let passthroughService = BleUUID("6E58A100-3C1F-4B7D-9F3A-5854414C4B00")
+    package static let passthroughTX = BleUUID("6E58A101-3C1F-4B7D-9F3A-5854414C4B00")
+    package static let passthroughRX = BleUUID("6E58A102-3C1F-4B7D-9F3A-5854414C4B00")
+    package static let batteryService = BleUUID("180F")
+    package static let batteryLevel = BleUUID("2A19")
+    package static let deviceInformationService = BleUUID("180A")
+    package static let firmwareRevision = BleUUID("2A26")
+    package static let hardwareRevision = BleUUID("2A27")
+    /// Manufacturer data: company id 0xFFFF (little-endian), version 0x01, 6-byte address.
+    package static let manufacturerCompanyID: UInt16 = 0xFFFF
+    package static let manufacturerDataVersion: UInt8 = 0x01
+}
+
+/// The central's Bluetooth state (CBManagerState).
+package enum BleManagerState: Sendable, Hashable {
+    case unknown
+    case resetting
+    case unsupported
+    case unauthorized
+    case poweredOff
+    case poweredOn
+}
+
+/// Characteristic properties (CBCharacteristicProperties, the bits we use).
+package struct BleCharacteristicProperties: OptionSet, Sendable, Hashable {
+    package let rawValue: UInt
+    package init(rawValue: UInt) { self.rawValue = rawValue }
+    package static let read = BleCharacteristicProperties(rawValue: 0x02)
+    package static let writeWithoutResponse = BleCharacteristicProperties(rawValue: 0x04)
+    package static let write = BleCharacteristicProperties(rawValue: 0x08)
+    package static let notify = BleCharacteristicProperties(rawValue: 0x10)
+    package static let indicate = BleCharacteristicProperties(rawValue: 0x20)
+}
+
+package enum BleWriteType: Sendable, Hashable {
+    case withResponse
+    case withoutResponse
+}
+
+/// One characteristic, addressed by its service and its own UUID.
+package struct BleCharacteristicRef: Hashable, Sendable, CustomStringConvertible {
+    package let service: BleUUID
+    package let characteristic: BleUUID
+    package init(service: BleUUID, characteristic: BleUUID) {
+        self.service = service
+        self.characteristic = characteristic
+    }
+    package var description: String { "\(service)/\(characteristic)" }
+}
+
+package struct BleCharacteristicInfo: Sendable, Hashable {
+    package let uuid: BleUUID
+    package let properties: BleCharacteristicProperties
+    package init(uuid: BleUUID, properties: BleCharacteristicProperties) {
+        self.uuid = uuid
+        self.properties = properties
+    }
+}
+
+/// What an advertisement carried (the CBAdvertisementData keys we use).
+package struct BleAdvertisement: Sendable, Hashable {
+    package var localName: String?
+    package var manufacturerData: Data?
+    package var serviceUUIDs: [BleUUID]
+    /// The platform's own address of the peripheral, where it has one (BlueZ); nil on Apple.
+    package var platformAddress: String?
+    package init(localName: String?, manufacturerData: Data?, serviceUUIDs: [BleUUID], platformAddress: String? = nil) {
+        self.localName = localName
+        self.manufacturerData = manufacturerData
+        self.serviceUUIDs = serviceUUIDs
+        self.platformAddress = platformAddress
+    }
+}
