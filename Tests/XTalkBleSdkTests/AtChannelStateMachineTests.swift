@@ -15,6 +15,8 @@ struct ChannelHarness {
     var granted: [ChannelRequestID] = []
     /// Lines the machine asked to take back.
     var withdrawals: [ChannelWriteID] = []
+    /// Bytes written for no operation (the end of a cut line).
+    var unattributedWrites: [[UInt8]] = []
     var events: [ChannelEvent] = []
 
     init(encoding: XTalkAtEncoding = .plain) {
@@ -27,6 +29,7 @@ struct ChannelHarness {
             switch action {
             case .write(let id, let bytes): writes.append((id, bytes))
             case .withdrawWrite(let id): withdrawals.append(id)
+            case .writeUnattributed(let bytes): unattributedWrites.append(bytes)
             case .startTimer(let id, let duration): liveTimers[id] = duration
             case .cancelTimer(let id): liveTimers[id] = nil
             case .succeed(let id, let lines):
@@ -391,6 +394,39 @@ struct AtChannelStateMachineTests {
         idle.command("AT")
         let busy = idle.machine.quarantine(for: .seconds(1))
         #expect(busy.isEmpty, "only before any work")
+    }
+
+    @Test("a reconnect's handover: a cut line is ended in its own encoding, unattributed, and quarantined for at least the drain bound")
+    func handoverWithCutLine() {
+        var h = ChannelHarness(encoding: .xor)  // the app switched to xor after the line was cut in plain
+        h.apply(h.machine.resume(after: ReconnectHandover(owedFor: .milliseconds(300), cutLineEncoding: .plain)))
+        #expect(h.unattributedWrites == [Array("\r\n".utf8)], "CR LF in plain, the cut line's encoding")
+        #expect(h.writes.isEmpty, "no operation's line")
+        #expect(h.machine.lastLineEncoding == .plain, "a line lost again now would be the repair line, in plain")
+        #expect(h.machine.isDraining)
+        #expect(h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainBound), "at least the drain bound: \(h.liveTimers)")
+        let id = h.command("AT")
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("ERROR\r\n"))  // the device's answer (in its encoding) to the half line
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        #expect(h.writes.isEmpty, "quiet, but not before the floor")
+        h.fire(AtChannelStateMachine.defaultDrainBound)
+        #expect(h.writes.map(\.1) == [XTalkAtEncoding.xor.encodeLine("AT")], "the command, in the app's encoding")
+        #expect(h.machine.lastLineEncoding == .xor)
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("OK\r\n"))
+        #expect(h.outcomes[id] == .success(["OK"]), "the ERROR stayed out of the first command")
+    }
+
+    @Test("a reconnect's handover: answers still owed quarantine until their deadline; nothing left behind, nothing done")
+    func handoverOwedOnly() {
+        var h = ChannelHarness()
+        h.apply(h.machine.resume(after: ReconnectHandover(owedFor: .seconds(2))))
+        #expect(h.unattributedWrites.isEmpty)
+        #expect(h.liveTimers.values.contains(.seconds(2)) && h.liveTimers.values.contains(.seconds(3)))
+        var fresh = ChannelHarness()
+        #expect(ReconnectHandover().isEmpty)
+        #expect(fresh.machine.resume(after: ReconnectHandover()).isEmpty)
+        fresh.command("AT")
+        #expect(fresh.writtenLines == ["AT\r\n"])
     }
 
     @Test("lines after a log:false command ends abnormally stay sensitive until the next command")

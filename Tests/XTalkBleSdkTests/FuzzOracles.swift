@@ -861,7 +861,7 @@ enum StreamFuzzOracle {
                     writes.append(id)
                 case .succeed(let id, _), .fail(let id, _):
                     try fuzzRequire(completed.insert(id).inserted, "\(chunking): \(id) completed twice")
-                case .withdrawWrite, .grantSession:
+                case .withdrawWrite, .writeUnattributed, .grantSession:
                     throw FuzzOracleFailure(description: "\(chunking): unexpected \(action)")
                 case .emit: break
                 }

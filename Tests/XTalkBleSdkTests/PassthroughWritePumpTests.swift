@@ -20,6 +20,28 @@ struct PassthroughWritePumpTests {
         #expect(!pump.isBusy)
     }
 
+    @Test("an unattributed write goes out in order, packed with the next line, and is never reported or withdrawn")
+    func unattributed() {
+        var pump = PassthroughWritePump(writeType: .withoutResponse)
+        pump.enqueueUnattributed([0x0D, 0x0A])
+        pump.enqueue(a, Array(0..<10))
+        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data([0x0D, 0x0A] + Array(0..<10)), completes: [a]))
+        #expect(!pump.isBusy)
+        // With response: a refused chunk that stopped inside an unattributed
+        // write drops its rest and fails only the attributed lines it held.
+        var acked = PassthroughWritePump(writeType: .withResponse)
+        acked.enqueue(a, [1, 2])
+        acked.enqueueUnattributed(Array(repeating: 0x55, count: 30))
+        acked.enqueue(b, [3])
+        let withdrawn = acked.withdraw(b)
+        #expect(withdrawn, "an attributed line not yet started can be withdrawn")
+        acked.enqueue(b, [3])
+        #expect(acked.nextChunk(maximumLength: 20, canSend: true)?.bytes.count == 20)
+        #expect(acked.acknowledged(error: "refused") == [.failed(a, reason: "refused")])
+        #expect(acked.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data([3]), "the rest of the unattributed write is dropped")
+        #expect(acked.acknowledged(error: nil) == [.completed(b)])
+    }
+
     @Test("lines are never interleaved or reordered; chunks are full across line boundaries")
     func noInterleaving() {
         var pump = PassthroughWritePump(writeType: .withoutResponse)

@@ -14,11 +14,6 @@ final class Passthrough {
     /// device may still answer this connection's commands.
     var timerDeadlines: [ChannelTimerID: Duration] = [:]
     var waiters: [ChannelRequestID: CheckedContinuation<[String], any Error>] = [:]
-    /// Lines written with `writeThroughPump` (benchmarks).
-    var rawWrites: UInt64 = 0
-    /// The encoding of the newest line handed to the pump: the one a lost
-    /// link may cut (an encoding switch applies between operations).
-    var lineEncoding: XTalkAtEncoding
     /// The last line and radio frame queued for the app (for injected faults only).
     var lastLine: String?
     var lastFrame: (payload: Data, meta: XTalkDiMeta)?
@@ -29,7 +24,6 @@ final class Passthrough {
         self.generation = generation
         channel = AtChannelStateMachine(encoding: encoding)
         pump = PassthroughWritePump(writeType: writeType)
-        lineEncoding = encoding
     }
 
     static let tx = BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughTX)
@@ -178,31 +172,19 @@ extension XTalkBleClient {
         }
         replayedLine = nil
         log(.info, "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
-        // The device may still answer commands of the previous connection until
-        // their deadline: nothing of them may reach this connection's commands.
-        var quarantine = Duration.zero
-        if let owed = owedAnswers, owed.peripheral == peripheral {
-            let remaining = owed.until - scheduler.elapsed
-            if remaining > .zero {
-                log(.info, "quarantine for \(remaining): the device may still answer the previous connection")
-                quarantine = remaining
+        // What the previous connection to this device left behind: answers the
+        // device may still owe until their deadline, a line the lost link cut.
+        // The channel ends the cut line and quarantines itself (its own actions).
+        if let left = leftBehind, left.peripheral == peripheral {
+            let handover = ReconnectHandover(owedFor: max(.zero, (left.owedUntil ?? .zero) - scheduler.elapsed),
+                                             cutLineEncoding: left.cutLineEncoding)
+            if handover.owedFor > .zero {
+                log(.info, "quarantine for \(handover.owedFor): the device may still answer the previous connection")
             }
+            if handover.cutLineEncoding != nil { log(.info, "ending the half line the previous connection cut off") }
+            if !handover.isEmpty { perform(link.channel.resume(after: handover), on: link) }
         }
-        owedAnswers = nil
-        // The last connection dropped in the middle of one of our lines: the
-        // device's UART still holds its first half, which would corrupt the
-        // next command. End that line as it would have ended, in the encoding
-        // it was written in (the app may have switched since), and keep the
-        // device's answer (maybe ERROR) out of the first command's response.
-        if let cut = lineCutOff, cut.peripheral == peripheral {
-            log(.info, "ending the half line the previous connection cut off")
-            link.rawWrites += 1
-            link.pump.enqueue(ChannelWriteID(raw: UInt64.max - link.rawWrites), cut.encoding.encodeLine(""))
-            link.lineEncoding = cut.encoding
-            quarantine = max(quarantine, AtChannelStateMachine.defaultDrainBound)
-        }
-        lineCutOff = nil
-        if quarantine > .zero { perform(link.channel.quarantine(for: quarantine), on: link) }
+        leftBehind = nil
         pumpWrites(link)
     }
 
@@ -214,12 +196,12 @@ extension XTalkBleClient {
         passthrough = nil
         replayedLine = link.lastLine
         if injectedFaults.deliversOldEventAfterDisconnect, let frame = link.lastFrame { eventAfterDisconnect = .diPayload(frame.payload, frame.meta) }
-        if link.channel.owesAnswers, let until = link.timerDeadlines.values.max() {
-            owedAnswers = (link.peripheral, until)
-        }
         // Whether the device got our last line whole is unknowable when the link
         // dropped while a line was going out (handed to the platform is not delivered).
-        lineCutOff = link.pump.isBusy || link.channel.isWriting ? (link.peripheral, link.lineEncoding) : nil
+        let owedUntil = link.channel.owesAnswers ? link.timerDeadlines.values.max() : nil
+        let cut = link.pump.isBusy || link.channel.isWriting ? link.channel.lastLineEncoding : nil
+        leftBehind = owedUntil == nil && cut == nil ? nil
+            : (peripheral: link.peripheral, owedUntil: owedUntil, cutLineEncoding: cut)
         perform(link.channel.disconnected(error), on: link)
         // Nothing of this connection is delivered after it ended, even what is already queued.
         discardDeliveries(of: link.generation)
@@ -295,7 +277,9 @@ extension XTalkBleClient {
             switch action {
             case .write(let id, let bytes):
                 link.pump.enqueue(id, bytes)
-                link.lineEncoding = link.channel.writeEncoding
+                pump = true
+            case .writeUnattributed(let bytes):
+                link.pump.enqueueUnattributed(bytes)
                 pump = true
             case .withdrawWrite(let id):
                 if link.pump.withdraw(id) { perform(link.channel.writeWithdrawn(id), on: link) }
@@ -375,8 +359,7 @@ extension XTalkBleClient {
     /// the pump keeps the link full. Its completion concerns no request.
     package func writeThroughPump(_ bytes: [UInt8]) throws(XTalkBleError) {
         let link = try readyPassthrough()
-        link.rawWrites += 1
-        link.pump.enqueue(ChannelWriteID(raw: UInt64.max - link.rawWrites), bytes)
+        link.pump.enqueueUnattributed(bytes)
         pumpWrites(link)
     }
 

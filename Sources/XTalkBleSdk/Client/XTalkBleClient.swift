@@ -76,12 +76,10 @@ public final class XTalkBleClient: NSObject {
     private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
     private var deliveryHead = 0
     private var isDelivering = false
-    /// A connection that ended while the device still owed answers: until
-    /// when, so that a reconnect to it starts in quarantine.
-    var owedAnswers: (peripheral: UUID, until: Duration)?
-    /// The device whose last connection dropped in the middle of one of our
-    /// lines, and the encoding that line was written in.
-    var lineCutOff: (peripheral: UUID, encoding: XTalkAtEncoding)?
+    /// What the last connection left behind for a reconnect to the same
+    /// device: until when the device may still answer its commands, and the
+    /// encoding of a line of ours the lost link cut (the channel's handover).
+    var leftBehind: (peripheral: UUID, owedUntil: Duration?, cutLineEncoding: XTalkAtEncoding?)?
     /// Observers in registration order, each kind apart (a token fits only its own kind).
     var atLineObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
     var sendFinishObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []

@@ -35,6 +35,9 @@ enum ChannelEvent: Equatable, Sendable {
 enum ChannelAction: Equatable, Sendable {
     /// Write one whole encoded line; report `writeCompleted`/`writeFailed` for it.
     case write(ChannelWriteID, [UInt8])
+    /// Write these bytes for no operation (the end of a line the previous
+    /// connection cut); nothing is reported for them.
+    case writeUnattributed([UInt8])
     /// Take back a line whose writing has not started (its operation ended):
     /// report `writeWithdrawn` if it never reached the wire.
     case withdrawWrite(ChannelWriteID)
@@ -47,6 +50,20 @@ enum ChannelAction: Equatable, Sendable {
     /// An exclusive session now owns the channel; report `sessionEnded` when done.
     case grantSession(ChannelRequestID)
     case emit(ChannelEvent)
+}
+
+/// What the previous connection to the same device left behind when it
+/// ended: the channel of the next connection starts from it.
+struct ReconnectHandover: Equatable, Sendable {
+    /// How much longer the device may still answer the previous connection's
+    /// commands (until the latest of their deadlines).
+    var owedFor: Duration = .zero
+    /// The encoding of a line of ours the lost link cut in the middle, if it
+    /// did: the device's UART still holds its first half.
+    var cutLineEncoding: XTalkAtEncoding?
+
+    /// Nothing is owed and no line was cut.
+    var isEmpty: Bool { owedFor <= .zero && cutLineEncoding == nil }
 }
 
 /// The AT channel of PROTOCOL.md sections 5–7 as a value-type state machine.
@@ -189,6 +206,7 @@ struct AtChannelStateMachine {
         drainBound: Duration = Self.defaultDrainBound
     ) {
         framer = LineFramer(encoding: encoding)
+        lastLineEncoding = encoding
         self.drainQuiet = drainQuiet
         self.drainBound = drainBound
     }
@@ -198,9 +216,6 @@ struct AtChannelStateMachine {
     /// The encoding of the next operation (a switch may wait for the current one).
     var encoding: XTalkAtEncoding { pendingEncoding ?? framer.encoding }
 
-    /// The encoding `.write` actions are in now (a switch asked for during an
-    /// operation applies once it ends).
-    var writeEncoding: XTalkAtEncoding { framer.encoding }
 
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
@@ -246,6 +261,29 @@ struct AtChannelStateMachine {
         state = .draining(Drain(quietTimer: quiet, boundTimer: bound, floorTimer: floor))
         return actions
     }
+
+    /// Starts the channel of a new connection from what the previous one left
+    /// behind (call before submitting work). A cut line is ended as it would
+    /// have ended, with CR LF in the encoding it was written in (the app may
+    /// have switched since), and the device's answer to it (maybe ERROR) is
+    /// kept out of the first command by a quarantine of at least the drain
+    /// bound; answers the device still owes keep the channel quarantined
+    /// until their deadline.
+    mutating func resume(after handover: ReconnectHandover) -> [ChannelAction] {
+        var actions: [ChannelAction] = []
+        var remaining = handover.owedFor
+        if let encoding = handover.cutLineEncoding {
+            actions.append(.writeUnattributed(encoding.encodeLine("")))
+            lastLineEncoding = encoding
+            remaining = max(remaining, drainBound)
+        }
+        actions += quarantine(for: remaining)
+        return actions
+    }
+
+    /// The encoding of the newest line handed to the driver: the one a lost
+    /// link may cut (a switch applies between operations).
+    private(set) var lastLineEncoding: XTalkAtEncoding
 
     /// True when the wire is busy with an operation, a window or a drain:
     /// the device may still owe answers.
@@ -804,6 +842,7 @@ struct AtChannelStateMachine {
         outstandingWrite = id
         staleTail = framer.hasPartialLine
         sensitiveAftermath = false
+        lastLineEncoding = framer.encoding
         actions.append(.write(id, framer.encoding.encodeLine(text)))
     }
 

@@ -24,7 +24,8 @@ struct PassthroughWritePump {
     }
 
     private struct Line {
-        let id: ChannelWriteID
+        /// nil for an unattributed write: bytes no operation waits for.
+        let id: ChannelWriteID?
         let bytes: [UInt8]
         var offset = 0
     }
@@ -33,7 +34,8 @@ struct PassthroughWritePump {
     private struct Outstanding {
         /// Lines that end in the chunk.
         let completes: [ChannelWriteID]
-        /// The line the chunk stopped inside, if any.
+        /// The chunk stopped inside a line (whose id, if it has one, fails with a refused chunk).
+        let stoppedInside: Bool
         let partial: ChannelWriteID?
     }
 
@@ -51,6 +53,13 @@ struct PassthroughWritePump {
 
     mutating func enqueue(_ id: ChannelWriteID, _ bytes: [UInt8]) {
         lines.append(Line(id: id, bytes: bytes))
+    }
+
+    /// Queues bytes that no operation waits for (the end of a line a lost link
+    /// cut, a benchmark's raw lines): written in order like any line, never
+    /// reported as completed or failed, never withdrawn.
+    mutating func enqueueUnattributed(_ bytes: [UInt8]) {
+        lines.append(Line(id: nil, bytes: bytes))
     }
 
     /// The next chunk to write now, or nil when nothing can go out yet.
@@ -71,15 +80,16 @@ struct PassthroughWritePump {
             chunk.append(contentsOf: line.bytes[line.offset..<end])
             lines[head].offset = end
             guard end == line.bytes.count else { break }
-            completes.append(line.id)
+            if let id = line.id { completes.append(id) }
             advanceHead()
         }
         switch writeType {
         case .withoutResponse:
             return Chunk(bytes: chunk, completes: completes)
         case .withResponse:
-            let partial = head < lines.count && lines[head].offset > 0 ? lines[head].id : nil
-            outstanding = Outstanding(completes: completes, partial: partial)
+            let stoppedInside = head < lines.count && lines[head].offset > 0
+            outstanding = Outstanding(completes: completes, stoppedInside: stoppedInside,
+                                      partial: stoppedInside ? lines[head].id : nil)
             return Chunk(bytes: chunk, completes: [])
         }
     }
@@ -92,9 +102,9 @@ struct PassthroughWritePump {
         outstanding = nil
         guard let error else { return chunk.completes.map { .completed($0) } }
         var failures = chunk.completes.map { Completion.failed($0, reason: error) }
-        if let partial = chunk.partial, head < lines.count, lines[head].id == partial {
+        if chunk.stoppedInside, head < lines.count, lines[head].offset > 0 {
             advanceHead()
-            failures.append(.failed(partial, reason: error))
+            if let partial = chunk.partial { failures.append(.failed(partial, reason: error)) }
         }
         return failures
     }
