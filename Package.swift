@@ -24,10 +24,9 @@
 // against stand-ins of those frameworks, and the CoreBluetooth stand-in takes
 // the name CoreBluetooth, so that `canImport` selects the Apple code paths.
 
-import Foundation
 import PackageDescription
 
-let appleStandIns = ProcessInfo.processInfo.environment["XTALK_APPLE_STANDINS"] == "1"
+let appleStandIns = Context.environment["XTALK_APPLE_STANDINS"] == "1"
 let onLinux = TargetDependencyCondition.when(platforms: [.linux])
 
 /// The CoreBluetooth stand-in's module name.
