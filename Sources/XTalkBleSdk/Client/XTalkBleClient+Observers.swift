@@ -5,38 +5,32 @@ extension XTalkBleClient {
     /// main actor. Returns a token accepted only by `removeAtLineObserver(_:)`.
     @discardableResult
     public func observeAtLines(_ handler: @escaping @MainActor (String) -> Void) -> UUID {
-        let id = UUID()
-        if !isTornDown { atLineObservers.append((id, handler)) }
-        return id
+        atLineObservers.add(handler, closed: isTornDown)
     }
 
     public func removeAtLineObserver(_ id: UUID) {
-        atLineObservers.removeAll { $0.id == id }
+        atLineObservers.remove(id)
     }
 
     /// Calls `handler` with every `+SENDFIN:` line (the `.sendFinished`
     /// events). Returns a token accepted only by `removeSendFinishLineObserver(_:)`.
     @discardableResult
     public func observeSendFinishLines(_ handler: @escaping @MainActor (String) -> Void) -> UUID {
-        let id = UUID()
-        if !isTornDown { sendFinishObservers.append((id, handler)) }
-        return id
+        sendFinishObservers.add(handler, closed: isTornDown)
     }
 
     public func removeSendFinishLineObserver(_ id: UUID) {
-        sendFinishObservers.removeAll { $0.id == id }
+        sendFinishObservers.remove(id)
     }
 
     /// Calls `handler` with the bytes of every `.passthroughRaw` event.
     /// Returns a token accepted only by `removePassthroughRawObserver(_:)`.
     @discardableResult
     public func observePassthroughRaw(_ handler: @escaping @MainActor (Data) -> Void) -> UUID {
-        let id = UUID()
-        if !isTornDown { rawObservers.append((id, handler)) }
-        return id
+        rawObservers.add(handler, closed: isTornDown)
     }
 
     public func removePassthroughRawObserver(_ id: UUID) {
-        rawObservers.removeAll { $0.id == id }
+        rawObservers.remove(id)
     }
 }

@@ -81,9 +81,9 @@ public final class XTalkBleClient: NSObject {
     /// encoding of a line of ours the lost link cut (the channel's handover).
     var leftBehind: (peripheral: UUID, owedUntil: Duration?, cutLineEncoding: XTalkAtEncoding?)?
     /// Observers in registration order, each kind apart (a token fits only its own kind).
-    var atLineObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
-    var sendFinishObservers: [(id: UUID, handler: @MainActor (String) -> Void)] = []
-    var rawObservers: [(id: UUID, handler: @MainActor (Data) -> Void)] = []
+    var atLineObservers = ObserverList<String>()
+    var sendFinishObservers = ObserverList<String>()
+    var rawObservers = ObserverList<Data>()
     var deviceQueries = DeviceQueries()
 
     /// A client on the platform's Bluetooth (CoreBluetooth on Apple platforms).
@@ -324,11 +324,11 @@ public final class XTalkBleClient: NSObject {
             onEvent?(event)
             switch delivery {
             case .event(.atLine(let line)):
-                for observer in atLineObservers { observer.handler(line) }
+                atLineObservers.notify(line)
             case .event(.passthroughRaw(let data)):
-                for observer in rawObservers { observer.handler(data) }
+                rawObservers.notify(data)
             case .sendFinished(let line):
-                for observer in sendFinishObservers { observer.handler(line) }
+                sendFinishObservers.notify(line)
             case .event:
                 break
             }
