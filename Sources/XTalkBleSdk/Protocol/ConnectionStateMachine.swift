@@ -44,16 +44,31 @@ struct ConnectionStateMachine {
 
     /// A connection between `connect` and the end of the link.
     private struct Link {
+        /// Where the link is; each phase holds what it knows.
+        enum Phase: Equatable {
+            /// `connect` was issued; the link is not up yet.
+            case connecting
+            /// Up; the passthrough's services and characteristics are being discovered.
+            case discovering
+            /// The passthrough's characteristics were found (TX's properties
+            /// pick the write type); RX notifications are being enabled.
+            case subscribing(tx: BleCharacteristicProperties)
+            /// Notifications are on: `atReady`.
+            case ready
+        }
         let peripheral: UUID
         /// Until `atReady`: the connect timeout.
         var timer: ChannelTimerID?
-        var linkUp = false
-        var txProperties: BleCharacteristicProperties?
-        var subscribed = false
-        var batteryFound = false
-        var firmwareFound = false
-        var hardwareFound = false
+        var phase = Phase.connecting
+        /// The readable device-control characteristics found (battery, firmware, hardware revision).
+        var deviceControl: Set<BleUUID> = []
+
+        var isUp: Bool { phase != .connecting }
     }
+
+    /// What `deviceControlReady` needs.
+    private static let deviceControlCharacteristics: Set<BleUUID> =
+        [XTalkGatt.batteryLevel, XTalkGatt.firmwareRevision, XTalkGatt.hardwareRevision]
 
     private enum State {
         /// No scan, no link. → `.scanning`, `.link`, `.failed`, `.tornDown`.
@@ -94,7 +109,7 @@ struct ConnectionStateMachine {
 
     /// True once the link is up (didConnect), before or after `atReady`.
     var isLinkUp: Bool {
-        if case .link(let link) = state { return link.linkUp }
+        if case .link(let link) = state { return link.isUp }
         return false
     }
 
@@ -226,15 +241,15 @@ struct ConnectionStateMachine {
     }
 
     mutating func connected(_ id: UUID) -> [Action] {
-        guard var link = currentLink(id), !link.linkUp else { return [] }
-        link.linkUp = true
+        guard var link = currentLink(id), link.phase == .connecting else { return [] }
+        link.phase = .discovering
         state = .link(link)
         published.connectionState = .connected
         return [.backend(.discoverServices(id))]
     }
 
     mutating func failedToConnect(_ id: UUID, reason: String?) -> [Action] {
-        guard let link = currentLink(id), !link.linkUp else { return [] }
+        guard let link = currentLink(id), link.phase == .connecting else { return [] }
         var actions: [Action] = []
         let failure = XTalkBleError.connectionFailed(reason ?? "the connection attempt failed")
         endLink(error: .notConnected, into: &actions, linkGone: true)
@@ -247,14 +262,14 @@ struct ConnectionStateMachine {
         var actions: [Action] = []
         endLink(error: .notConnected, into: &actions, linkGone: true)
         // A link lost before it was ready is a failed connection; a ready one simply ended.
-        published.connectionState = link.subscribed
+        published.connectionState = link.phase == .ready
             ? .disconnected : .failed(.connectionFailed("the link was lost while connecting"))
         return actions
     }
 
     /// Service discovery finished; `failure` is the stack's reason when it failed.
     mutating func servicesDiscovered(_ id: UUID, _ services: [BleUUID], failure: String?) -> [Action] {
-        guard let link = currentLink(id), link.linkUp, link.txProperties == nil else { return [] }
+        guard let link = currentLink(id), link.phase == .discovering else { return [] }
         if let failure { return fail(.connectionFailed("service discovery failed: \(failure)")) }
         guard services.contains(XTalkGatt.passthroughService) else { return fail(.serviceMissing) }
         var actions: [Action] = [.backend(.discoverCharacteristics(
@@ -275,10 +290,10 @@ struct ConnectionStateMachine {
     /// Characteristic discovery of one service finished.
     mutating func characteristicsDiscovered(_ id: UUID, service: BleUUID, _ characteristics: [BleCharacteristicInfo],
                                             failure: String?) -> [Action] {
-        guard var link = currentLink(id), link.linkUp else { return [] }
+        guard var link = currentLink(id), link.isUp else { return [] }
         switch service {
         case XTalkGatt.passthroughService:
-            guard link.txProperties == nil else { return [] }
+            guard link.phase == .discovering else { return [] }
             if let failure { return fail(.connectionFailed("characteristic discovery failed: \(failure)")) }
             let tx = characteristics.first { $0.uuid == XTalkGatt.passthroughTX }
             let rx = characteristics.first { $0.uuid == XTalkGatt.passthroughRX }
@@ -288,18 +303,16 @@ struct ConnectionStateMachine {
             guard !rx.properties.isDisjoint(with: [.notify, .indicate]) else {
                 return fail(.connectionFailed("the passthrough RX characteristic does not notify"))
             }
-            link.txProperties = tx.properties
+            link.phase = .subscribing(tx: tx.properties)
             state = .link(link)
             return [.backend(.subscribe(id))]
         case XTalkGatt.batteryService, XTalkGatt.deviceInformationService:
             // Device control is optional: its absence never blocks `atReady`.
             guard failure == nil else { return [] }
-            let found = Set(characteristics.filter { $0.properties.contains(.read) }.map(\.uuid))
-            if found.contains(XTalkGatt.batteryLevel) { link.batteryFound = true }
-            if found.contains(XTalkGatt.firmwareRevision) { link.firmwareFound = true }
-            if found.contains(XTalkGatt.hardwareRevision) { link.hardwareFound = true }
+            let found = characteristics.filter { $0.properties.contains(.read) }.map(\.uuid)
+            link.deviceControl.formUnion(Set(found).intersection(Self.deviceControlCharacteristics))
             state = .link(link)
-            published.deviceControlReady = link.batteryFound && link.firmwareFound && link.hardwareFound
+            published.deviceControlReady = link.deviceControl == Self.deviceControlCharacteristics
             return []
         default:
             return []
@@ -310,12 +323,12 @@ struct ConnectionStateMachine {
     mutating func notificationStateUpdated(_ id: UUID, _ characteristic: BleCharacteristicRef, isNotifying: Bool,
                                            failure: String?) -> [Action] {
         guard var link = currentLink(id), characteristic.characteristic == XTalkGatt.passthroughRX,
-              let txProperties = link.txProperties, !link.subscribed
+              case .subscribing(let txProperties) = link.phase
         else { return [] }
         if let failure { return fail(.connectionFailed("the notification subscription was refused: \(failure)")) }
         guard isNotifying else { return fail(.connectionFailed("the device did not enable notifications")) }
         var actions: [Action] = []
-        link.subscribed = true
+        link.phase = .ready
         if let timer = link.timer { actions.append(.cancelTimer(timer)) }
         link.timer = nil
         state = .link(link)
