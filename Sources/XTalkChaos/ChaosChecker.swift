@@ -160,7 +160,7 @@ extension ChaosScenario {
         for call in calls {
             guard case .sent(let payload) = call.expectation, call.succeeded, strictCalls.contains(call.id) else { continue }
             guard let found = transmitted[cursor...].firstIndex(of: payload) else {
-                violation("#\(call.id) a send that succeeded (\(payload.prefix(3).map { String(format: "%02X", $0) }.joined())…) "
+                violation("#\(call.id) a send that succeeded (\(Self.hex(payload.prefix(3)))…) "
                           + "is not on air, or not in order")
                 break
             }
@@ -282,7 +282,7 @@ extension ChaosScenario {
 
     private func frameExemption(_ emission: XTalkDeviceRecord.Emission, in record: XTalkDeviceRecord,
                                 resets: [(from: Duration, to: Duration)]) -> String? {
-        guard let connection = emission.connection else { return "no connection" }
+        guard emission.connection != nil else { return "no connection" }
         guard emission.queued > 0 else { return "not subscribed" }
         guard emission.queued == emission.bytes.count else { return "device queue overflowed" }
         guard let delivered = emission.deliveredAt else { return "link ended before delivery" }
@@ -291,11 +291,7 @@ extension ChaosScenario {
         if !inRightEncoding(from: arriving, to: delivered) { return "wrong encoding" }
         if resets.contains(where: { $0.from <= delivered && $0.to >= arriving }) { return "decoder reset as it arrived" }
         // The line before it on the same connection lost its end: the two are one unit.
-        if let before = record.emissions.last(where: {
-            $0.connection == connection && $0.number < emission.number && $0.queued > 0
-        }), before.queued < before.bytes.count {
-            return "glued to a line the device cut"
-        }
+        if record.followsACutOutput(emission) { return "glued to a line the device cut" }
         // The client ended the link in the very instant the bytes arrived.
         if linkDowns.contains(where: { $0 == delivered }) { return "link ended as it arrived" }
         return nil
@@ -416,10 +412,17 @@ private final class RecordChecker {
 
     /// When the whole line was handed to the link in the device's encoding, each time, on one connection.
     private func fullOccurrences(of text: String, on connection: Int) -> [Duration] {
+        let cacheKey = "\(connection)|" + text
+        if let known = fullOccurrenceCache[cacheKey] { return known }
         guard let stream = hostStreams[connection] else { return [] }
         let key: UInt8 = scenario.firmwareEncoding == .xor ? 0x5A : 0
-        return Self.starts(of: (text + "\r\n").utf8.map { $0 ^ key }, in: stream)
+        let times = Self.starts(of: (text + "\r\n").utf8.map { $0 ^ key }, in: stream)
+        fullOccurrenceCache[cacheKey] = times
+        return times
     }
+
+    /// Each text's whole-line occurrences per connection, searched once.
+    private var fullOccurrenceCache: [String: [Duration]] = [:]
 
     /// The command line a device command came from. The device reads the host's
     /// lines in order, so the k-th command of a text on a connection is the k-th
@@ -570,7 +573,9 @@ private final class RecordChecker {
             guard let written else {
                 return linkEnded ? .strict : .violation("timed out, but its line never reached the link")
             }
-            if endedAt < written + wire.timeout - Self.pumpHold(scenario) {
+            // (The timer starts when the line is handed to the write pump, which
+            // writes its first chunk at once: the window ends exactly then.)
+            if endedAt < written + wire.timeout {
                 return .violation("timed out at \(endedAt), before its window (\(wire.timeout) from its write at \(written)) ended")
             }
             // Its whole answer arrived in time: only something else in its window explains the miss.
@@ -728,11 +733,7 @@ private final class RecordChecker {
 
     /// The device's own queue cut the answer, or the line in front of it on the same connection.
     private func deviceCut(before answer: XTalkDeviceRecord.Emission) -> Bool {
-        if answer.queued < answer.bytes.count { return true }
-        guard let before = record.emissions.last(where: {
-            $0.connection == answer.connection && $0.number < answer.number && $0.queued > 0
-        }) else { return false }
-        return before.queued < before.bytes.count
+        answer.queued < answer.bytes.count || record.followsACutOutput(answer)
     }
 
     /// The bytes in front of `text` in the device's line, read in the other encoding, are text the client wrote.
@@ -774,10 +775,5 @@ private final class RecordChecker {
                 if case .session = call.expectation, call.madeAt <= time, (call.endedAt ?? time) >= time { return true }
                 return false
             }
-    }
-
-    /// How long the write pump may hold a line before its first packet, waiting for a credit.
-    static func pumpHold(_ scenario: ChaosScenario) -> Duration {
-        .zero
     }
 }

@@ -129,6 +129,16 @@ package struct XTalkDeviceRecord: Sendable {
         undelivered = remaining
     }
 
+    /// The device's notification queue overflowed inside the output written
+    /// just before `emission` on the same connection: that output lost its
+    /// end, and what the host reads joins the two.
+    package func followsACutOutput(_ emission: Emission) -> Bool {
+        guard let before = emissions.last(where: {
+            $0.connection == emission.connection && $0.number < emission.number && $0.queued > 0
+        }) else { return false }
+        return before.queued < before.bytes.count
+    }
+
     /// The emission with this number, if still kept.
     package func emission(_ number: Int) -> Emission? {
         let index = number - firstEmission
