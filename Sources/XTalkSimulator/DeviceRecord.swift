@@ -111,22 +111,22 @@ package struct XTalkDeviceRecord: Sendable {
 
     /// The host received the connection's notification stream up to `delivered` bytes.
     mutating func notified(connection: Int, upTo delivered: Int, at time: Duration) {
-        var remaining: [Int] = []
+        // In emission order: an ended connection's outputs (which never
+        // arrive) come first, then this connection's, in stream order, so the
+        // walk stops at the first one not yet delivered whole.
+        var done = 0
         for number in undelivered {
             let index = number - firstEmission
-            guard emissions[index].connection == connection else {
-                continue  // an ended connection's bytes never arrive
-            }
-            if emissions[index].firstDeliveredAt == nil, delivered > emissions[index].streamStart {
-                emissions[index].firstDeliveredAt = time
-            }
-            if delivered >= emissions[index].streamStart + emissions[index].queued {
+            if emissions[index].connection == connection {
+                if emissions[index].firstDeliveredAt == nil, delivered > emissions[index].streamStart {
+                    emissions[index].firstDeliveredAt = time
+                }
+                guard delivered >= emissions[index].streamStart + emissions[index].queued else { break }
                 emissions[index].deliveredAt = time
-            } else {
-                remaining.append(number)
             }
+            done += 1
         }
-        undelivered = remaining
+        undelivered.removeFirst(done)
     }
 
     /// The device's notification queue overflowed inside the output written
