@@ -15,7 +15,7 @@ struct ConnectionStateMachineTests {
     /// A machine with the radio on, scanning, that has seen the device.
     func scanned() -> ConnectionStateMachine {
         var machine = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .poweredOn)
-        #expect(machine.startScan() == [.backend(.scan)])
+        #expect(machine.startScan() == [.backend(.scan(services: [XTalkGatt.passthroughService]))])
         #expect(machine.peripheralDiscovered(device, advertisement, rssi: -60).isEmpty)
         #expect(machine.published.scanResults.map(\.name) == ["xTalk-0001"])
         return machine
@@ -26,13 +26,15 @@ struct ConnectionStateMachineTests {
         let connect = machine.connect(device)
         #expect(connect.contains(.backend(.stopScan)) && connect.contains(.backend(.connect(device))))
         #expect(machine.published.connectionState == .connecting)
-        #expect(machine.connected(device) == [.backend(.discoverServices(device))])
+        #expect(machine.connected(device) == [.backend(.discoverServices(device, [
+            XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService,
+        ]))])
         #expect(machine.published.connectionState == .connected)
         #expect(machine.servicesDiscovered(device, [XTalkGatt.passthroughService], failure: nil)
                 == [.backend(.discoverCharacteristics(device, service: XTalkGatt.passthroughService,
                                                       characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))])
         #expect(machine.characteristicsDiscovered(device, service: XTalkGatt.passthroughService, [tx, rx], failure: nil)
-                == [.backend(.subscribe(device))])
+                == [.backend(.subscribe(device, rxRef))])
         #expect(!machine.published.atReady)
     }
 
@@ -56,7 +58,7 @@ struct ConnectionStateMachineTests {
     func radio() {
         var waiting = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .unknown)
         #expect(waiting.startScan().isEmpty, "no scan before the radio answers")
-        #expect(waiting.radioStateChanged(.poweredOn) == [.backend(.scan)])
+        #expect(waiting.radioStateChanged(.poweredOn) == [.backend(.scan(services: [XTalkGatt.passthroughService]))])
         var denied = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .unknown)
         _ = denied.startScan()
         _ = denied.radioStateChanged(.unauthorized)
@@ -119,5 +121,82 @@ struct ConnectionStateMachineTests {
         _ = machine.disconnect()
         #expect(machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil).isEmpty)
         #expect(!machine.published.atReady)
+    }
+
+    @Test("device control is ready once every optional characteristic is found readable; its absence never blocks")
+    func deviceControl() {
+        var machine = scanned()
+        subscribing(&machine)
+        _ = machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil)
+        #expect(machine.published.atReady && !machine.published.deviceControlReady)
+        let battery = BleCharacteristicInfo(uuid: XTalkGatt.batteryLevel, properties: [.read, .notify])
+        #expect(machine.characteristicsDiscovered(device, service: XTalkGatt.batteryService, [battery], failure: nil)
+                .isEmpty)
+        #expect(!machine.published.deviceControlReady, "the revisions are still missing")
+        let firmware = BleCharacteristicInfo(uuid: XTalkGatt.firmwareRevision, properties: [.read])
+        let hardware = BleCharacteristicInfo(uuid: XTalkGatt.hardwareRevision, properties: [.write])
+        _ = machine.characteristicsDiscovered(
+            device, service: XTalkGatt.deviceInformationService, [firmware, hardware], failure: nil)
+        #expect(!machine.published.deviceControlReady, "a revision that cannot be read does not count")
+        let readable = BleCharacteristicInfo(uuid: XTalkGatt.hardwareRevision, properties: [.read])
+        _ = machine.characteristicsDiscovered(
+            device, service: XTalkGatt.deviceInformationService, [firmware, readable], failure: nil)
+        #expect(machine.published.deviceControlReady)
+        _ = machine.disconnected(device)
+        #expect(!machine.published.deviceControlReady)
+    }
+
+    @Test("the address: xTalk's manufacturer data first, else the platform's own")
+    func address() {
+        var machine = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .poweredOn)
+        _ = machine.startScan()
+        let data = Data([0xFF, 0xFF, 0x01, 0xA0, 0xB1, 0xC2, 0xD3, 0xE4, 0xF5])
+        _ = machine.peripheralDiscovered(device, BleAdvertisement(
+            localName: "a", manufacturerData: data, serviceUUIDs: [], platformAddress: "00:11:22:33:44:55"), rssi: -50)
+        let other = UUID()
+        var otherCompany = data
+        otherCompany[0] = 0x4C
+        _ = machine.peripheralDiscovered(other, BleAdvertisement(
+            localName: "b", manufacturerData: otherCompany, serviceUUIDs: [], platformAddress: "aa:bb:cc:dd:ee:ff"),
+            rssi: -50)
+        #expect(machine.published.scanResults.map(\.address) == ["A0:B1:C2:D3:E4:F5", "AA:BB:CC:DD:EE:FF"])
+    }
+
+    @Test("another device family's profile: the machine asks for its services and characteristics, nothing of xTalk's")
+    func anotherProfile() {
+        // A profile shaped like OneKey's (seed 004): its own service, write and notify characteristics.
+        let service = BleUUID("00000001-0000-1000-8000-00805F9B34FB")
+        let write = BleUUID("00000002-0000-1000-8000-00805F9B34FB")
+        let notify = BleUUID("00000003-0000-1000-8000-00805F9B34FB")
+        let profile = GattProfile(passthrough: .init(service: service, write: write, notify: notify))
+        var machine = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .poweredOn, profile: profile)
+        #expect(machine.startScan() == [.backend(.scan(services: [service]))])
+        _ = machine.peripheralDiscovered(device, BleAdvertisement(
+            localName: "K1", manufacturerData: Data([0xFF, 0xFF, 0x01, 1, 2, 3, 4, 5, 6]), serviceUUIDs: [service]),
+            rssi: -40)
+        #expect(machine.published.scanResults.first?.address == nil, "xTalk's manufacturer data means nothing here")
+        _ = machine.connect(device)
+        #expect(machine.connected(device) == [.backend(.discoverServices(device, [service]))])
+        #expect(machine.servicesDiscovered(device, [XTalkGatt.passthroughService], failure: nil)
+                .contains(.backend(.cancelConnection(device))))
+        #expect(machine.published.connectionState == .failed(.serviceMissing), "xTalk's service is not this profile's")
+
+        _ = machine.startScan()
+        _ = machine.peripheralDiscovered(device, BleAdvertisement(localName: "K1", manufacturerData: nil,
+                                                                  serviceUUIDs: [service]), rssi: -40)
+        _ = machine.connect(device)
+        _ = machine.connected(device)
+        #expect(machine.servicesDiscovered(device, [service], failure: nil)
+                == [.backend(.discoverCharacteristics(device, service: service, characteristics: [write, notify]))])
+        let found = [BleCharacteristicInfo(uuid: write, properties: [.write]),
+                     BleCharacteristicInfo(uuid: notify, properties: [.notify])]
+        let notifyRef = BleCharacteristicRef(service: service, characteristic: notify)
+        #expect(machine.characteristicsDiscovered(device, service: service, found, failure: nil)
+                == [.backend(.subscribe(device, notifyRef))])
+        #expect(machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil).isEmpty,
+                "xTalk's RX is not this profile's notify characteristic")
+        let ready = machine.notificationStateUpdated(device, notifyRef, isNotifying: true, failure: nil)
+        #expect(ready.contains(.openPassthrough(peripheral: device, writeType: .withResponse)))
+        #expect(machine.published.atReady && !machine.published.deviceControlReady)
     }
 }

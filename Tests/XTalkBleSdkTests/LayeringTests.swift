@@ -58,4 +58,18 @@ struct LayeringTests {
         let found = try Self.violations(in: "Sources/XTalkDeviceAuthSdk", of: ["import XTalkBleSdk", "XTalkBleClient"])
         #expect(found.isEmpty, "\(found)")
     }
+
+    @Test("the backend seam and the backends assume no device family: the GATT profile is a value they are given")
+    func backendsAreProfileAgnostic() throws {
+        let xTalk = ["XTalkGatt", "GattProfile.xTalk", ".xTalk", "6E58A1", "XTalkAtEncoding", "AtChannelStateMachine"]
+        let found = try Self.violations(in: "Sources/XTalkBleSdk/Backends", of: xTalk)
+        #expect(found.isEmpty, "\(found)")
+        // The connection machine takes its profile as a value, too.
+        let machine = try Self.sources("Sources/XTalkBleSdk/Protocol")
+            .filter { $0.path.hasSuffix("/ConnectionStateMachine.swift") }
+        #expect(machine.count == 1)
+        for file in machine {
+            #expect(!file.code.contains("XTalkGatt."), "\(file.path) names xTalk's UUIDs instead of its profile's")
+        }
+    }
 }

@@ -18,15 +18,17 @@ final class Passthrough {
     var lastLine: String?
     var lastFrame: (payload: Data, meta: XTalkDiMeta)?
     var framesQueued = 0
+    /// The characteristic lines are written to.
+    let tx: BleCharacteristicRef
 
-    init(peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding, writeType: BleWriteType) {
+    init(peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding, writeType: BleWriteType,
+         tx: BleCharacteristicRef) {
         self.peripheral = peripheral
         self.generation = generation
+        self.tx = tx
         channel = AtChannelStateMachine(encoding: encoding)
         pump = PassthroughWritePump(writeType: writeType)
     }
-
-    static let tx = BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughTX)
 }
 
 /// The exclusive session the current task runs in, if any.
@@ -164,7 +166,7 @@ extension XTalkBleClient {
     func openPassthrough(peripheral: UUID, writeType: BleWriteType) {
         passthroughGeneration += 1
         let link = Passthrough(peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
-                               writeType: writeType)
+                               writeType: writeType, tx: machine.profile.passthrough.writeRef)
         passthrough = link
         link.channel.faults = injectedFaults
         if injectedFaults.replaysLineAfterReconnect, let line = replayedLine {
@@ -338,7 +340,7 @@ extension XTalkBleClient {
             let maximum = backend.maximumWriteValueLength(for: type, of: link.peripheral)
             let canSend = type == .withoutResponse ? backend.canSendWriteWithoutResponse(link.peripheral) : true
             guard let chunk = link.pump.nextChunk(maximumLength: maximum, canSend: canSend) else { return }
-            backend.writeValue(chunk.bytes, for: Passthrough.tx, of: link.peripheral, type: type)
+            backend.writeValue(chunk.bytes, for: link.tx, of: link.peripheral, type: type)
             for completed in chunk.completes { lineWritten(completed, on: link, failure: nil) }
         }
     }

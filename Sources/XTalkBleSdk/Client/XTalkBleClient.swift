@@ -97,11 +97,14 @@ public final class XTalkBleClient: NSObject {
         self.init(backend: PlatformBackend.make(), options: options)
     }
 
-    /// A client on any backend (the simulator, CoreBluetooth, BlueZ).
-    package init(backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions()) {
+    /// A client on any backend (the simulator, CoreBluetooth). `profile` is the
+    /// device's GATT layout (xTalk's unless a test says otherwise).
+    package init(
+        backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(), profile: GattProfile = .xTalk
+    ) {
         self.backend = backend
         self.options = options
-        machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state)
+        machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state, profile: profile)
         (events, eventContinuation) = AsyncStream<XTalkBleEvent>.makeStream(
             bufferingPolicy: .bufferingNewest(max(1, options.eventBufferLimit)))
         super.init()
@@ -172,7 +175,7 @@ public final class XTalkBleClient: NSObject {
         guard !isTornDown else { return }
         switch event {
         case .valueUpdated(let peripheral, let characteristic, let value, let error):
-            if characteristic.characteristic == XTalkGatt.passthroughRX {
+            if characteristic == machine.profile.passthrough.notifyRef {
                 if let link = passthrough, link.peripheral == peripheral, error == nil, let value {
                     perform(link.channel.bytesReceived(value), on: link)
                 }
@@ -180,7 +183,8 @@ public final class XTalkBleClient: NSObject {
                 deviceQueries.valueArrived(for: characteristic, value: error == nil ? value : nil, client: self)
             }
         case .writeCompleted(let peripheral, let characteristic, let error):
-            if let link = passthrough, link.peripheral == peripheral, characteristic.characteristic == XTalkGatt.passthroughTX {
+            if let link = passthrough, link.peripheral == peripheral,
+               characteristic == machine.profile.passthrough.writeRef {
                 writeAcknowledged(on: link, error: error)
             }
         case .readyToSendWriteWithoutResponse(let peripheral):
@@ -234,23 +238,20 @@ public final class XTalkBleClient: NSObject {
 
     private func issue(_ command: ConnectionStateMachine.Command) {
         switch command {
-        case .scan:
-            backend.scanForPeripherals(withServices: [XTalkGatt.passthroughService])
+        case .scan(let services):
+            backend.scanForPeripherals(withServices: services)
         case .stopScan:
             backend.stopScan()
         case .connect(let id):
             backend.connect(id)
         case .cancelConnection(let id):
             backend.cancelPeripheralConnection(id)
-        case .discoverServices(let id):
-            backend.discoverServices(
-                [XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService], for: id)
+        case .discoverServices(let id, let services):
+            backend.discoverServices(services, for: id)
         case .discoverCharacteristics(let id, let service, let characteristics):
             backend.discoverCharacteristics(characteristics, for: service, of: id)
-        case .subscribe(let id):
-            backend.setNotifyValue(
-                true, for: BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughRX),
-                of: id)
+        case .subscribe(let id, let characteristic):
+            backend.setNotifyValue(true, for: characteristic, of: id)
         }
     }
 

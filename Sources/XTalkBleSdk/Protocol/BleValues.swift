@@ -1,8 +1,8 @@
 import Foundation
 
 // The Bluetooth values the core reasons about: UUIDs, radio states,
-// characteristic properties, write types, advertisements, and the xTalk GATT
-// layout. The core owns them; the backend seam (Backends/BleBackend.swift)
+// characteristic properties, write types, advertisements (GATT profiles are in
+// GattProfile.swift). The core owns them; the backend seam (Backends/BleBackend.swift)
 // carries them between a Bluetooth stack and the core.
 
 /// A 16-, 32- or 128-bit Bluetooth UUID, kept as its canonical 128-bit text.
@@ -27,21 +27,6 @@ package struct BleUUID: Hashable, Sendable, CustomStringConvertible {
         }
         return uuidString
     }
-}
-
-/// The GATT layout of PROTOCOL.md section 2.
-package enum XTalkGatt {
-    package static let passthroughService = BleUUID("6E58A100-3C1F-4B7D-9F3A-5854414C4B00")
-    package static let passthroughTX = BleUUID("6E58A101-3C1F-4B7D-9F3A-5854414C4B00")
-    package static let passthroughRX = BleUUID("6E58A102-3C1F-4B7D-9F3A-5854414C4B00")
-    package static let batteryService = BleUUID("180F")
-    package static let batteryLevel = BleUUID("2A19")
-    package static let deviceInformationService = BleUUID("180A")
-    package static let firmwareRevision = BleUUID("2A26")
-    package static let hardwareRevision = BleUUID("2A27")
-    /// Manufacturer data: company id 0xFFFF (little-endian), version 0x01, 6-byte address.
-    package static let manufacturerCompanyID: UInt16 = 0xFFFF
-    package static let manufacturerDataVersion: UInt8 = 0x01
 }
 
 /// The central's Bluetooth state (CBManagerState).

@@ -11,13 +11,14 @@ import Foundation
 struct ConnectionStateMachine {
     /// A command for the backend.
     enum Command: Equatable {
-        case scan
+        case scan(services: [BleUUID])
         case stopScan
         case connect(UUID)
         case cancelConnection(UUID)
-        case discoverServices(UUID)
+        case discoverServices(UUID, [BleUUID])
         case discoverCharacteristics(UUID, service: BleUUID, characteristics: [BleUUID])
-        case subscribe(UUID)
+        /// Enable notifications of the passthrough's notifying characteristic.
+        case subscribe(UUID, BleCharacteristicRef)
     }
 
     enum Action: Equatable {
@@ -60,15 +61,13 @@ struct ConnectionStateMachine {
         /// Until `atReady`: the connect timeout.
         var timer: ChannelTimerID?
         var phase = Phase.connecting
-        /// The readable device-control characteristics found (battery, firmware, hardware revision).
+        /// The readable characteristics of the optional services found (xTalk:
+        /// battery level, firmware and hardware revision).
         var deviceControl: Set<BleUUID> = []
 
         var isUp: Bool { phase != .connecting }
     }
 
-    /// What `deviceControlReady` needs.
-    private static let deviceControlCharacteristics: Set<BleUUID> =
-        [XTalkGatt.batteryLevel, XTalkGatt.firmwareRevision, XTalkGatt.hardwareRevision]
 
     private enum State {
         /// No scan, no link. → `.scanning`, `.link`, `.failed`, `.tornDown`.
@@ -87,13 +86,19 @@ struct ConnectionStateMachine {
     private(set) var published = Published()
     private(set) var radio: BleManagerState = .unknown
     private let connectTimeout: Duration
+    /// The device's GATT layout: everything the machine asks of the stack comes from it.
+    let profile: GattProfile
+    /// What `deviceControlReady` needs: every optional characteristic, readable.
+    private let deviceControlCharacteristics: Set<BleUUID>
     private var nextTimer: UInt64 = 0
 
     /// `radio` is the backend's state when the client is created (CoreBluetooth
     /// starts `.unknown` and reports the real state shortly after).
-    init(connectTimeout: Duration, radio: BleManagerState = .unknown) {
+    init(connectTimeout: Duration, radio: BleManagerState = .unknown, profile: GattProfile = .xTalk) {
         self.connectTimeout = connectTimeout
         self.radio = radio
+        self.profile = profile
+        deviceControlCharacteristics = profile.optionalCharacteristics
     }
 
     var isTornDown: Bool {
@@ -130,7 +135,7 @@ struct ConnectionStateMachine {
             return actions
         }
         let start = radio == .poweredOn
-        if start { actions.append(.backend(.scan)) }
+        if start { actions.append(.backend(.scan(services: profile.scanServices))) }
         state = .scanning(started: start)
         published.connectionState = .scanning
         return actions
@@ -245,7 +250,7 @@ struct ConnectionStateMachine {
         link.phase = .discovering
         state = .link(link)
         published.connectionState = .connected
-        return [.backend(.discoverServices(id))]
+        return [.backend(.discoverServices(id, profile.services))]
     }
 
     mutating func failedToConnect(_ id: UUID, reason: String?) -> [Action] {
@@ -271,18 +276,13 @@ struct ConnectionStateMachine {
     mutating func servicesDiscovered(_ id: UUID, _ services: [BleUUID], failure: String?) -> [Action] {
         guard let link = currentLink(id), link.phase == .discovering else { return [] }
         if let failure { return fail(.connectionFailed("service discovery failed: \(failure)")) }
-        guard services.contains(XTalkGatt.passthroughService) else { return fail(.serviceMissing) }
+        let passthrough = profile.passthrough
+        guard services.contains(passthrough.service) else { return fail(.serviceMissing) }
         var actions: [Action] = [.backend(.discoverCharacteristics(
-            id, service: XTalkGatt.passthroughService,
-            characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))]
-        if services.contains(XTalkGatt.batteryService) {
+            id, service: passthrough.service, characteristics: [passthrough.write, passthrough.notify]))]
+        for optional in profile.optionalServices where services.contains(optional.service) {
             actions.append(.backend(.discoverCharacteristics(
-                id, service: XTalkGatt.batteryService, characteristics: [XTalkGatt.batteryLevel])))
-        }
-        if services.contains(XTalkGatt.deviceInformationService) {
-            actions.append(.backend(.discoverCharacteristics(
-                id, service: XTalkGatt.deviceInformationService,
-                characteristics: [XTalkGatt.firmwareRevision, XTalkGatt.hardwareRevision])))
+                id, service: optional.service, characteristics: optional.characteristics)))
         }
         return actions
     }
@@ -291,12 +291,11 @@ struct ConnectionStateMachine {
     mutating func characteristicsDiscovered(_ id: UUID, service: BleUUID, _ characteristics: [BleCharacteristicInfo],
                                             failure: String?) -> [Action] {
         guard var link = currentLink(id), link.isUp else { return [] }
-        switch service {
-        case XTalkGatt.passthroughService:
+        if service == profile.passthrough.service {
             guard link.phase == .discovering else { return [] }
             if let failure { return fail(.connectionFailed("characteristic discovery failed: \(failure)")) }
-            let tx = characteristics.first { $0.uuid == XTalkGatt.passthroughTX }
-            let rx = characteristics.first { $0.uuid == XTalkGatt.passthroughRX }
+            let tx = characteristics.first { $0.uuid == profile.passthrough.write }
+            let rx = characteristics.first { $0.uuid == profile.passthrough.notify }
             guard let tx, let rx, !tx.properties.isDisjoint(with: [.write, .writeWithoutResponse]) else {
                 return fail(.characteristicMissing)
             }
@@ -305,24 +304,23 @@ struct ConnectionStateMachine {
             }
             link.phase = .subscribing(tx: tx.properties)
             state = .link(link)
-            return [.backend(.subscribe(id))]
-        case XTalkGatt.batteryService, XTalkGatt.deviceInformationService:
-            // Device control is optional: its absence never blocks `atReady`.
-            guard failure == nil else { return [] }
-            let found = characteristics.filter { $0.properties.contains(.read) }.map(\.uuid)
-            link.deviceControl.formUnion(Set(found).intersection(Self.deviceControlCharacteristics))
-            state = .link(link)
-            published.deviceControlReady = link.deviceControl == Self.deviceControlCharacteristics
-            return []
-        default:
-            return []
+            return [.backend(.subscribe(id, profile.passthrough.notifyRef))]
         }
+        guard let optional = profile.optionalService(service) else { return [] }
+        // Device control is optional: its absence never blocks `atReady`.
+        guard failure == nil else { return [] }
+        let found = characteristics.filter { $0.properties.contains(.read) }.map(\.uuid)
+        link.deviceControl.formUnion(Set(found).intersection(optional.characteristics))
+        state = .link(link)
+        published.deviceControlReady = !deviceControlCharacteristics.isEmpty
+            && link.deviceControl == deviceControlCharacteristics
+        return []
     }
 
     /// The subscription to a characteristic's notifications changed (or was refused).
     mutating func notificationStateUpdated(_ id: UUID, _ characteristic: BleCharacteristicRef, isNotifying: Bool,
                                            failure: String?) -> [Action] {
-        guard var link = currentLink(id), characteristic.characteristic == XTalkGatt.passthroughRX,
+        guard var link = currentLink(id), characteristic == profile.passthrough.notifyRef,
               case .subscribing(let txProperties) = link.phase
         else { return [] }
         if let failure { return fail(.connectionFailed("the notification subscription was refused: \(failure)")) }
@@ -355,7 +353,7 @@ struct ConnectionStateMachine {
         switch state {
         case .scanning(started: false):
             if newState == .poweredOn {
-                actions.append(.backend(.scan))
+                actions.append(.backend(.scan(services: profile.scanServices)))
                 state = .scanning(started: true)
             } else if let error = Self.unavailability(newState) {
                 state = .idle
@@ -381,7 +379,7 @@ struct ConnectionStateMachine {
 
     private mutating func discovered(_ id: UUID, _ advertisement: BleAdvertisement, _ rssi: Int) {
         guard case .scanning(started: true) = state else { return }
-        let address = Self.address(advertisement)
+        let address = profile.address(from: advertisement)
         if let index = published.scanResults.firstIndex(where: { $0.id == id }) {
             // Keep first-seen order; update in place. 127 means "RSSI not available".
             if rssi != 127 { published.scanResults[index].rssi = rssi }
@@ -391,19 +389,6 @@ struct ConnectionStateMachine {
             published.scanResults.append(
                 XTalkScanResult(id: id, name: advertisement.localName ?? "", address: address, rssi: rssi))
         }
-    }
-
-    /// The address from manufacturer data (company 0xFFFF, version 1, six
-    /// bytes, most significant first), else the platform's own.
-    static func address(_ advertisement: BleAdvertisement) -> String? {
-        if let data = advertisement.manufacturerData, data.count >= 9 {
-            let bytes = Array(data)
-            let company = UInt16(bytes[0]) | UInt16(bytes[1]) << 8
-            if company == XTalkGatt.manufacturerCompanyID && bytes[2] == XTalkGatt.manufacturerDataVersion {
-                return bytes[3..<9].map { Hex.encode([$0]) }.joined(separator: ":")
-            }
-        }
-        return advertisement.platformAddress?.uppercased()
     }
 
     /// The current link if `id` is its peripheral.
