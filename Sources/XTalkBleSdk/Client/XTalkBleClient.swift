@@ -60,13 +60,13 @@ public final class XTalkBleClient: NSObject {
     let options: XTalkBleClientOptions
     var machine: ConnectionStateMachine
     /// The AT channel of the current connection, once `atReady`.
-    var passthrough: Passthrough?
+    var passthrough: PassthroughDriver?
     /// Counts connections, so that work of an older one is recognised.
     var passthroughGeneration: UInt64 = 0
     private var connectionTimers: [ChannelTimerID: TimerToken] = [:]
     /// Bugs switched on for a checker's self-test (package API); none by default.
     package var injectedFaults = XTalkInjectedFaults() {
-        didSet { passthrough?.channel.faults = injectedFaults }
+        didSet { passthrough?.setFaults(injectedFaults) }
     }
     /// What the injected faults replay (nil without them).
     var replayedLine: String?
@@ -177,7 +177,7 @@ public final class XTalkBleClient: NSObject {
         case .valueUpdated(let peripheral, let characteristic, let value, let error):
             if characteristic == machine.profile.passthrough.notifyRef {
                 if let link = passthrough, link.peripheral == peripheral, error == nil, let value {
-                    perform(link.channel.bytesReceived(value), on: link)
+                    link.bytesReceived(value)
                 }
             } else if machine.linkPeripheral == peripheral {
                 deviceQueries.valueArrived(for: characteristic, value: error == nil ? value : nil, client: self)
@@ -185,10 +185,10 @@ public final class XTalkBleClient: NSObject {
         case .writeCompleted(let peripheral, let characteristic, let error):
             if let link = passthrough, link.peripheral == peripheral,
                characteristic == machine.profile.passthrough.writeRef {
-                writeAcknowledged(on: link, error: error)
+                link.writeAcknowledged(error: error)
             }
         case .readyToSendWriteWithoutResponse(let peripheral):
-            if let link = passthrough, link.peripheral == peripheral { pumpWrites(link) }
+            if let link = passthrough, link.peripheral == peripheral { link.pumpWrites() }
         case .stateChanged(let state):
             log(.info, "Bluetooth state: \(state)")
             return apply(machine.radioStateChanged(state))
