@@ -12,10 +12,6 @@ struct Command: Sendable {
 
 /// Field and text renderings shared by the commands.
 enum Render {
-    static func hex(_ data: Data) -> String {
-        data.map { String(format: "%02X", $0) }.joined()
-    }
-
     static func device(_ result: XTalkScanResult) -> ([(String, JSONValue)], String) {
         let fields: [(String, JSONValue)] = [
             ("id", .string(result.id.uuidString)), ("name", .string(result.name)),
@@ -37,8 +33,9 @@ enum Render {
 
     static func frame(_ data: Data, _ meta: XTalkDiMeta) -> ([(String, JSONValue)], String) {
         let (metaFields, metaText) = Self.meta(meta)
-        return ([("bytes", .int(data.count)), ("data", .string(hex(data))), ("meta", .object(metaFields))],
-                "frame  \(data.count) bytes  \(hex(data))  \(metaText)")
+        let hex = Hex.encode(data)
+        return ([("bytes", .int(data.count)), ("data", .string(hex)), ("meta", .object(metaFields))],
+                "frame  \(data.count) bytes  \(hex)  \(metaText)")
     }
 
     static func identity(_ result: XTalkDeviceAuthResult) -> ([(String, JSONValue)], String) {
@@ -200,9 +197,10 @@ enum DeviceCommands {
                 throw CLIError.from(error, doing: "Sending")
             }
             let took = context.elapsed - start
-            printer.record("sent", [("bytes", .int(payload.count)), ("data", .string(Render.hex(payload))),
+            let hex = Hex.encode(payload)
+            printer.record("sent", [("bytes", .int(payload.count)), ("data", .string(hex)),
                                     ("ms", .double(milliseconds(took)))],
-                           human: "sent \(payload.count) bytes (\(Render.hex(payload))): +SENDFIN:OK after \(seconds(took))")
+                           human: "sent \(payload.count) bytes (\(hex)): +SENDFIN:OK after \(seconds(took))")
         }
     }
 
