@@ -180,10 +180,10 @@ enum DeviceCommands {
         if arguments.has("text") {
             payload = Data(argument.utf8)
         } else {
-            guard let bytes = parseHex(argument) else {
+            guard !argument.isEmpty, let bytes = Hex.decode(argument.utf8) else {
                 throw CLIError(.usage, "invalid value '\(argument)' for <HEX>: expected an even number of hex digits")
             }
-            payload = bytes
+            payload = Data(bytes)
         }
         guard (1...240).contains(payload.count) else {
             throw CLIError(.usage, "invalid payload: \(payload.count) bytes (1–240 bytes allowed)")
@@ -202,19 +202,6 @@ enum DeviceCommands {
                                     ("ms", .double(milliseconds(took)))],
                            human: "sent \(payload.count) bytes (\(hex)): +SENDFIN:OK after \(seconds(took))")
         }
-    }
-
-    static func parseHex(_ text: String) -> Data? {
-        let digits = Array(text.utf8)
-        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
-        var bytes = Data()
-        var index = 0
-        while index < digits.count {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-            index += 2
-        }
-        return bytes
     }
 
     static let listen = Command(
