@@ -67,18 +67,34 @@ func withSession(_ arguments: ParsedArguments, _ context: CommandContext, _ prin
 }
 
 enum DeviceCommands {
+    /// Each command's own options; the shared ones are in `CommonOptions`.
+    enum Options {
+        static let scanTimeout = OptionSpec.double("timeout", short: "t", value: "SECONDS", in: 0.05...3_600,
+                                                   help: "How long to scan (default 3).")
+        static let alwaysChallenge = OptionSpec.flag("always-challenge",
+                                                     help: "Run the challenge even if the device says none is needed.")
+        static let atTimeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
+                                              help: "Timeout of each command (default 3000).")
+        static let text = OptionSpec.flag("text", help: "The argument is text, sent as UTF-8 bytes.")
+        static let sendTimeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
+                                                help: "Timeout (default 5000).")
+        static let listenCount = OptionSpec.int("count", short: "n", value: "N", in: 1...Int.max,
+                                                help: "Stop after N frames (default: until Ctrl-C).")
+        static let pingCount = OptionSpec.int("count", short: "n", value: "N", in: 1...100_000,
+                                              help: "How many round trips (default 10).")
+    }
+
     static let scan = Command(
         spec: CommandSpec(
             name: "scan", summary: "Scan for xTalk devices and list them with their signal strength.",
-            positionals: [], options: [OptionSpec("timeout", short: "t", value: "SECONDS", help: "How long to scan (default 3).")]
-                + CommonOptions.device,
+            positionals: [], options: [Options.scanTimeout] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: true
     ) { arguments, context, printer throws(CLIError) in
         let window: Duration
         let session: DeviceSession
         do throws(UsageError) {
-            window = .milliseconds(Int((try arguments.double("timeout", in: 0.05...3_600) ?? 3) * 1_000))
+            window = .milliseconds(Int((try arguments[Options.scanTimeout] ?? 3) * 1_000))
             session = try DeviceSession(arguments, context: context, printer: printer)
         } catch {
             throw CLIError.usage(error)
@@ -123,13 +139,13 @@ enum DeviceCommands {
         spec: CommandSpec(
             name: "auth", summary: "Authenticate the device and show its verified identity.",
             positionals: [],
-            options: [OptionSpec("always-challenge", help: "Run the challenge even if the device says none is needed.")]
-                + CommonOptions.device,
+            options: [Options.alwaysChallenge] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
-            let result = try await session.authenticate(policy: arguments.has("always-challenge") ? .always : .whenRequired)
+            let policy: XTalkChallengePolicy = arguments[Options.alwaysChallenge] ? .always : .whenRequired
+            let result = try await session.authenticate(policy: policy)
             let (fields, text) = Render.identity(result)
             printer.record("identity", fields, human: text)
         }
@@ -140,13 +156,16 @@ enum DeviceCommands {
             name: "at", summary: "Run AT commands and print their response lines.",
             positionals: [PositionalSpec(name: "COMMAND", help: "An AT command, e.g. AT+VER? (several run in order).",
                                          isVariadic: true, isOptional: false)],
-            options: [OptionSpec("timeout", value: "MS", help: "Timeout of each command (default 3000)."),
-                      CommonOptions.encoding] + CommonOptions.device,
+            options: [Options.atTimeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let timeout: Int
-        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 3_000 } catch { throw CLIError.usage(error) }
+        do throws(UsageError) {
+            timeout = try arguments[Options.atTimeout] ?? 3_000
+        } catch {
+            throw CLIError.usage(error)
+        }
         try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
             try await session.prepareEncoding()
             for command in arguments.positionals {
@@ -167,17 +186,19 @@ enum DeviceCommands {
             name: "send", summary: "Send a radio payload and wait until the radio finished sending it.",
             positionals: [PositionalSpec(name: "HEX", help: "The payload as hex (1–240 bytes); with --text, the text.",
                                          isVariadic: false, isOptional: false)],
-            options: [OptionSpec("text", help: "The argument is text, sent as UTF-8 bytes."),
-                      OptionSpec("timeout", value: "MS", help: "Timeout (default 5000)."), CommonOptions.encoding]
-                + CommonOptions.device,
+            options: [Options.text, Options.sendTimeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let argument = arguments.positionals.first ?? ""
         let payload: Data
         let timeout: Int
-        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 5_000 } catch { throw CLIError.usage(error) }
-        if arguments.has("text") {
+        do throws(UsageError) {
+            timeout = try arguments[Options.sendTimeout] ?? 5_000
+        } catch {
+            throw CLIError.usage(error)
+        }
+        if arguments[Options.text] {
             payload = Data(argument.utf8)
         } else {
             guard !argument.isEmpty, let bytes = Hex.decode(argument.utf8) else {
@@ -208,13 +229,12 @@ enum DeviceCommands {
         spec: CommandSpec(
             name: "listen", summary: "Print received radio frames and CRC errors with their metadata.",
             positionals: [],
-            options: [OptionSpec("count", short: "n", value: "N", help: "Stop after N frames (default: until Ctrl-C)."),
-                      CommonOptions.encoding] + CommonOptions.device,
+            options: [Options.listenCount, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: true
     ) { arguments, context, printer throws(CLIError) in
         let limit: Int?
-        do throws(UsageError) { limit = try arguments.int("count", in: 1...Int.max) } catch { throw CLIError.usage(error) }
+        do throws(UsageError) { limit = try arguments[Options.listenCount] } catch { throw CLIError.usage(error) }
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
             try await session.prepareEncoding()
             printer.text("listening to \(device.name)…")
@@ -245,13 +265,12 @@ enum DeviceCommands {
         spec: CommandSpec(
             name: "ping", summary: "Measure AT round trips (AT+PING) and print min/median/p99.",
             positionals: [],
-            options: [OptionSpec("count", short: "n", value: "N", help: "How many round trips (default 10)."),
-                      CommonOptions.encoding] + CommonOptions.device,
+            options: [Options.pingCount, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let count: Int
-        do throws(UsageError) { count = try arguments.int("count", in: 1...100_000) ?? 10 } catch { throw CLIError.usage(error) }
+        do throws(UsageError) { count = try arguments[Options.pingCount] ?? 10 } catch { throw CLIError.usage(error) }
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
             try await session.prepareEncoding()
             var times: [Duration] = []
