@@ -65,7 +65,9 @@ package enum XTalkCLI {
             context.writeOut(ArgumentParser.help(for: command.spec, commandPath: "xtalk " + name))
             return ExitCode.ok.rawValue
         }
-        let printer = Printer(context: context, json: parsed.has("json"), verbose: parsed.has("verbose"))
+        // Commands without --json or --verbose (or with a --verbose of their own, as chaos) print plainly.
+        let printer = Printer(context: context, json: parsed.declares(CommonOptions.json) && parsed[CommonOptions.json],
+                              verbose: parsed.declares(CommonOptions.verbose) && parsed[CommonOptions.verbose])
         do {
             try await command.run(parsed, context, printer)
             return ExitCode.ok.rawValue

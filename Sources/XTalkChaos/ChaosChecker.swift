@@ -160,7 +160,7 @@ extension ChaosScenario {
         for call in calls {
             guard case .sent(let payload) = call.expectation, call.succeeded, strictCalls.contains(call.id) else { continue }
             guard let found = transmitted[cursor...].firstIndex(of: payload) else {
-                violation("#\(call.id) a send that succeeded (\(Self.hex(payload.prefix(3)))…) "
+                violation("#\(call.id) a send that succeeded (\(Hex.encode(payload.prefix(3)))…) "
                           + "is not on air, or not in order")
                 break
             }

@@ -295,7 +295,7 @@ package final class ChaosScenario {
                              bound: .milliseconds(timeout) + Self.drainBound)
         let client = self.client
         add(call)
-        let wire = newCommand(in: call, "AT+SEND=" + Self.hex(payload), timeoutMs: timeout)
+        let wire = newCommand(in: call, "AT+SEND=" + Hex.encode(payload), timeoutMs: timeout)
         call.start { [unowned self] in
             _ = try await self.tracking(wire, sent: true) { try await client.sendRfPayload(payload, timeoutMs: timeout); return [] }
             return .sent
@@ -314,7 +314,7 @@ package final class ChaosScenario {
         let payload = rfPayload()
         let call = ChaosCall(id: calls.count, what: "no-wait send \(payload.count) bytes", expectation: .noWait)
         add(call)
-        let wire = newCommand(in: call, "AT+SEND=" + Self.hex(payload), timeoutMs: 5_000, noWait: true)
+        let wire = newCommand(in: call, "AT+SEND=" + Hex.encode(payload), timeoutMs: 5_000, noWait: true)
         call.complete(catching: { try self.trackingNoWait(wire) { try self.client.sendRfPayloadNoWait(payload) } })
     }
 
@@ -461,10 +461,6 @@ package final class ChaosScenario {
             wire.end(.failed(error), at: clock.elapsed)
             throw error
         }
-    }
-
-    static func hex(_ data: Data) -> String {
-        data.map { String(format: "%02X", $0) }.joined()
     }
 
     /// The virtual time a trace line starts with, for merging.

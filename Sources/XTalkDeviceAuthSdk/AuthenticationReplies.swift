@@ -29,7 +29,7 @@ enum AuthenticationReplies {
         if body.elementsEqual("ERR".utf8) { return .failure(.invalidChallenge) }
         guard let comma = body.firstIndex(of: UInt8(ascii: ",")) else { return .failure(.malformedChallengeReply) }
         guard let deviceID = hex32(body[..<comma]),
-              let signature = hexBytes(body[(comma + 1)...]), !signature.isEmpty
+              let signature = Hex.decode(body[(comma + 1)...]), !signature.isEmpty
         else { return .failure(.malformedChallengeReply) }
         guard signature.count == 64 else { return .failure(.invalidSignatureLength(signature.count)) }
         return .success(ChallengeReply(deviceID: deviceID, signature: signature))
@@ -89,44 +89,8 @@ enum AuthenticationReplies {
 
     /// Exactly 8 hex digits (either case).
     static func hex32(_ text: some Collection<UInt8>) -> UInt32? {
-        guard text.count == 8, let bytes = hexBytes(text) else { return nil }
+        guard text.count == 8, let bytes = Hex.decode(text) else { return nil }
         return bytes.reduce(0) { $0 << 8 | UInt32($1) }
-    }
-
-    /// Even-length hex (either case); nil for anything else.
-    static func hexBytes(_ text: some Collection<UInt8>) -> [UInt8]? {
-        let digits = Array(text)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-            index += 2
-        }
-        return bytes
-    }
-
-    /// Uppercase hex of `bytes`.
-    static func hexString(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// The message the device signs: "XTALK-AUTH-V1" ‖ 0x00 ‖ nonce ‖ device id (big-endian).

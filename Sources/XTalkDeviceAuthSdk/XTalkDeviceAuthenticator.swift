@@ -175,7 +175,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
             }
             guard nonce.count == 16 else { throw .secureRandomUnavailable }
             // log: false: neither the challenge nor the signature reaches any log.
-            let reply = try await send("AT+CHAL=" + AuthenticationReplies.hexString(nonce),
+            let reply = try await send("AT+CHAL=" + Hex.encode(nonce),
                                        timeoutMs: configuration.challengeTimeoutMs, log: false, mode: .automatic)
             guard case .lines(let lines) = reply else {
                 lastFailure = .commandTimedOut("AT+CHAL")

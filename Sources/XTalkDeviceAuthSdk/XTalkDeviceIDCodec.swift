@@ -50,12 +50,9 @@ public enum XTalkDeviceIDCodec {
         "0x" + hex8(canonicalize(raw))
     }
 
-    /// 8 uppercase hex digits.
+    /// 8 uppercase hex digits, most significant first.
     static func hex8(_ value: UInt32) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        var out = [UInt8](repeating: 0, count: 8)
-        for index in 0..<8 { out[7 - index] = digits[Int((value >> (UInt32(index) * 4)) & 0xF)] }
-        return String(decoding: out, as: UTF8.self)
+        withUnsafeBytes(of: value.bigEndian) { Hex.encode($0) }
     }
 }
 

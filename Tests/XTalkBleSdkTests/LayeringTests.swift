@@ -51,6 +51,12 @@ struct LayeringTests {
             "LineFramer", "LineClassifier", "XTalkDeviceIDCodec", "Hex.", "AtInputValidation", "XTalkGatt", "encodeText(",
         ])
         #expect(found.isEmpty, "\(found)")
+        // The host's one hex codec, XTalkSupport's `Hex`, is in reach through XTalkBleSdk's re-export of
+        // XTalkSupport (package access): the identifier must not appear at all, qualified or not.
+        let namingHex = try Self.sources("Sources/XTalkSimulator").filter { file in
+            file.code.split { !($0.isLetter || $0.isNumber || $0 == "_") }.contains("Hex")
+        }.map(\.path)
+        #expect(namingHex.isEmpty, "name XTalkSupport's Hex: \(namingHex)")
     }
 
     @Test("the authentication SDK does not import the BLE SDK")

@@ -1,28 +1,40 @@
 import Testing
 @testable import XTalkCLI
 
-/// The grammar most tests parse against: a required positional, value options with and without a short
-/// name, and flags with and without one.
+/// The options of `sendSpec`, read as text: value options with and without a short name, and flags with
+/// and without one.
+private enum Send {
+    static let timeout = OptionSpec.string("timeout", short: "t", value: "SECONDS",
+                                           help: "How long to wait (default 3).")
+    static let rssi = OptionSpec.string("rssi", value: "DBM", help: "Minimum signal strength.")
+    static let name = OptionSpec.repeatable("name", short: "n", value: "NAME", help: "A device name; repeatable.")
+    static let encoding = OptionSpec.choice("encoding", from: ["plain", "xor"], help: "The AT encoding.")
+    static let json = OptionSpec.flag("json", help: "One JSON object per line.")
+    static let verbose = OptionSpec.flag("verbose", short: "v", help: "Show the AT traffic.")
+    /// `--name` read as its last value: the same declaration as `name`, another reading.
+    static let lastName = OptionSpec.string("name", short: "n", value: "NAME", help: "A device name; repeatable.")
+}
+
+/// The grammar most tests parse against: a required positional and the options of `Send`.
 private let sendSpec = CommandSpec(
     name: "send",
     summary: "Send a radio payload.",
     positionals: [PositionalSpec(name: "HEX", help: "The payload as hex.")],
-    options: [
-        OptionSpec("timeout", short: "t", value: "SECONDS", help: "How long to wait (default 3)."),
-        OptionSpec("rssi", value: "DBM", help: "Minimum signal strength."),
-        OptionSpec("name", short: "n", value: "NAME", help: "A device name; repeatable."),
-        OptionSpec("encoding", value: "plain|xor", help: "The AT encoding."),
-        OptionSpec("json", help: "One JSON object per line."),
-        OptionSpec("verbose", short: "v", help: "Show the AT traffic."),
-    ]
+    options: [Send.timeout, Send.rssi, Send.name, Send.encoding, Send.json, Send.verbose]
 )
+
+/// The options of `variadic`.
+private enum At {
+    static let json = OptionSpec.flag("json", help: "JSON.")
+    static let verbose = OptionSpec.flag("verbose", short: "v", help: "Verbose.")
+}
 
 /// A command whose only positional is variadic and required: one or more words.
 private let variadic = CommandSpec(
     name: "at",
     summary: "Run AT commands.",
     positionals: [PositionalSpec(name: "COMMAND", help: "AT commands.", isVariadic: true)],
-    options: [OptionSpec("json", help: "JSON."), OptionSpec("verbose", short: "v", help: "Verbose.")]
+    options: [At.json, At.verbose]
 )
 
 /// Parses against `spec`, failing the test (with the message) on a usage error.
@@ -53,69 +65,69 @@ extension ArgumentParserTests {
     @Suite("Options")
     struct Options {
         @Test("--name value and --name=value give the same value")
-        func longValueForms() {
-            #expect(parse(["--timeout", "5", "AA"])?.value("timeout") == "5")
-            #expect(parse(["--timeout=5", "AA"])?.value("timeout") == "5")
+        func longValueForms() throws {
+            #expect(try parse(["--timeout", "5", "AA"])?[Send.timeout] == "5")
+            #expect(try parse(["--timeout=5", "AA"])?[Send.timeout] == "5")
             #expect(parse(["--timeout=5", "AA"])?.positionals == ["AA"])
         }
 
         @Test("the = form splits at the first '=' and allows an empty value")
-        func equalsFormEdges() {
-            #expect(parse(["--name=a=b", "AA"])?.value("name") == "a=b")
-            #expect(parse(["--name=", "AA"])?.value("name") == "")
+        func equalsFormEdges() throws {
+            #expect(try parse(["--name=a=b", "AA"])?[Send.lastName] == "a=b")
+            #expect(try parse(["--name=", "AA"])?[Send.lastName] == "")
         }
 
         @Test("short flags and short options with a value")
-        func shortForms() {
+        func shortForms() throws {
             let parsed = parse(["-v", "-t", "7", "AA"])
-            #expect(parsed?.has("verbose") == true)
-            #expect(parsed?.value("timeout") == "7")
+            #expect(parsed?[Send.verbose] == true)
+            #expect(try parsed?[Send.timeout] == "7")
             #expect(parsed?.positionals == ["AA"])
         }
 
         @Test("options may come before, between and after positionals")
         func optionsAnywhere() {
             let parsed = parse(["--json", "AA", "-v"])
-            #expect(parsed?.has("json") == true)
-            #expect(parsed?.has("verbose") == true)
+            #expect(parsed?[Send.json] == true)
+            #expect(parsed?[Send.verbose] == true)
             #expect(parsed?.positionals == ["AA"])
         }
 
         @Test("flags that were not given are absent, and value options count as given")
-        func absentAndPresent() {
-            let parsed = parse(["--rssi", "-40", "AA"])
-            #expect(parsed?.has("json") == false)
-            #expect(parsed?.has("rssi") == true)
-            #expect(parsed?.value("timeout") == nil)
-            #expect(parsed?.values("name") == [])
+        func absentAndPresent() throws {
+            let parsed = try #require(parse(["--rssi", "-40", "AA"]))
+            #expect(parsed[Send.json] == false)
+            #expect(try parsed[Send.rssi] == "-40")
+            #expect(try parsed[Send.timeout] == nil)
+            #expect(try parsed[Send.name] == [])
         }
 
-        @Test("a repeated option keeps every value in order; value() is the last one")
-        func repeatedOptions() {
+        @Test("a repeated option keeps every value in order; a single-value reading is the last one")
+        func repeatedOptions() throws {
             let parsed = parse(["--name", "a", "-n", "b", "--name=c", "AA"])
-            #expect(parsed?.values("name") == ["a", "b", "c"])
-            #expect(parsed?.value("name") == "c")
+            #expect(try parsed?[Send.name] == ["a", "b", "c"])
+            #expect(try parsed?[Send.lastName] == "c")
         }
 
         @Test("a repeated flag is simply given, with no values")
         func repeatedFlag() {
             let parsed = parse(["--json", "--json", "AA"])
-            #expect(parsed?.has("json") == true)
+            #expect(parsed?[Send.json] == true)
             #expect(parsed?.options == ["json": []])
         }
 
         @Test("an option's value may start with '-'", arguments: [
-            (["--rssi", "-50", "AA"], "rssi", "-50"),
-            (["--rssi=-50", "AA"], "rssi", "-50"),
-            (["-t", "-1", "AA"], "timeout", "-1"),
-            (["--name", "--json", "AA"], "name", "--json"),
-            (["--name", "-", "AA"], "name", "-"),
+            (["--rssi", "-50", "AA"], Send.rssi, "-50"),
+            (["--rssi=-50", "AA"], Send.rssi, "-50"),
+            (["-t", "-1", "AA"], Send.timeout, "-1"),
+            (["--name", "--json", "AA"], Send.lastName, "--json"),
+            (["--name", "-", "AA"], Send.lastName, "-"),
         ])
-        func dashValues(arguments: [String], option: String, expected: String) {
+        func dashValues(arguments: [String], option: OptionSpec<String?>, expected: String) throws {
             let parsed = parse(arguments)
-            #expect(parsed?.value(option) == expected)
+            #expect(try parsed?[option] == expected)
             // The value was consumed as a value, not also read as an option.
-            #expect(parsed?.has("json") == false)
+            #expect(parsed?[Send.json] == false)
             #expect(parsed?.positionals == ["AA"])
         }
 
@@ -129,9 +141,9 @@ extension ArgumentParserTests {
         func doubleDash() {
             let parsed = parse(["--json", "--", "-v", "--timeout", "--", "-h"], variadic)
             #expect(parsed?.positionals == ["-v", "--timeout", "--", "-h"])
-            #expect(parsed?.has("verbose") == false)
+            #expect(parsed?[At.verbose] == false)
             #expect(parsed?.isHelpRequested == false)
-            #expect(parsed?.has("json") == true)
+            #expect(parsed?[At.json] == true)
         }
 
         @Test("'-' alone and the empty string are positionals")
@@ -246,7 +258,8 @@ extension ArgumentParserTests {
 
         @Test("a suggestion needs a close enough name: short names allow one edit only")
         func noFarSuggestion() {
-            let spec = CommandSpec(name: "x", summary: "X.", options: [OptionSpec("ip", value: "IP", help: "IP.")])
+            let spec = CommandSpec(name: "x", summary: "X.",
+                                   options: [OptionSpec.string("ip", value: "IP", help: "IP.")])
             #expect(usageError(["--xy"], spec) == "unknown option --xy")
             #expect(usageError(["--ipp", "1"], spec) == "unknown option --ipp; did you mean --ip?")
             #expect(usageError(["--zzzzzz"]) == "unknown option --zzzzzz")
@@ -273,11 +286,11 @@ extension ArgumentParserTests {
         }
 
         @Test("help is not requested by default, nor by a value that reads -h")
-        func helpNotRequested() {
+        func helpNotRequested() throws {
             #expect(parse(["AA"])?.isHelpRequested == false)
             let parsed = parse(["--name", "-h", "AA"])
             #expect(parsed?.isHelpRequested == false)
-            #expect(parsed?.value("name") == "-h")
+            #expect(try parsed?[Send.lastName] == "-h")
         }
     }
 }
@@ -285,11 +298,26 @@ extension ArgumentParserTests {
 extension ArgumentParserTests {
     @Suite("Typed values")
     struct Values {
+        /// Reads `option` from `words`, parsed for a command that declares only it.
+        static func read<Value>(_ words: [String], _ option: OptionSpec<Value>) throws(UsageError) -> Value {
+            try ArgumentParser.parse(words, for: CommandSpec(name: "x", summary: "X.", options: [option]))[option]
+        }
+
+        static func count(in range: ClosedRange<Int>? = nil) -> OptionSpec<Int?> {
+            .int("count", value: "N", in: range, help: "How many.")
+        }
+
+        static func timeout(in range: ClosedRange<Double>? = nil) -> OptionSpec<Double?> {
+            .double("timeout", value: "SECONDS", in: range, help: "How long.")
+        }
+
+        static let encoding = OptionSpec.choice("encoding", from: ["plain", "xor"], help: "The AT encoding.")
+
         @Test("int reads the last value and checks the range")
         func int() throws {
-            #expect(try ParsedArguments(options: ["count": ["1", "42"]]).int("count", in: 1...1000) == 42)
-            #expect(try ParsedArguments(options: ["count": ["-3"]]).int("count") == -3)
-            #expect(try ParsedArguments().int("count", in: 1...1000) == nil)
+            #expect(try Self.read(["--count", "1", "--count", "42"], Self.count(in: 1...1000)) == 42)
+            #expect(try Self.read(["--count", "-3"], Self.count()) == -3)
+            #expect(try Self.read([], Self.count(in: 1...1000)) == nil)
         }
 
         @Test("bad integers name the option and the expected range", arguments: [
@@ -304,24 +332,24 @@ extension ArgumentParserTests {
         ])
         func badInt(text: String, range: ClosedRange<Int>, message: String) {
             #expect(throws: UsageError(message)) {
-                try ParsedArguments(options: ["count": [text]]).int("count", in: range)
+                try Self.read(["--count", text], Self.count(in: range))
             }
         }
 
         @Test("an integer without a range only has to be an integer")
         func intWithoutRange() {
             #expect(throws: UsageError("invalid value '5s' for --count: expected an integer")) {
-                try ParsedArguments(options: ["count": ["5s"]]).int("count")
+                try Self.read(["--count", "5s"], Self.count())
             }
         }
 
         @Test("double reads decimals and checks the range")
         func double() throws {
-            #expect(try ParsedArguments(options: ["timeout": ["0.25"]]).double("timeout", in: 0.05...60) == 0.25)
-            #expect(try ParsedArguments(options: ["timeout": ["2"]]).double("timeout") == 2)
-            #expect(try ParsedArguments(options: ["timeout": ["1e1"]]).double("timeout") == 10)
-            #expect(try ParsedArguments(options: ["rssi": ["-50"]]).double("rssi") == -50)
-            #expect(try ParsedArguments().double("timeout") == nil)
+            #expect(try Self.read(["--timeout", "0.25"], Self.timeout(in: 0.05...60)) == 0.25)
+            #expect(try Self.read(["--timeout", "2"], Self.timeout()) == 2)
+            #expect(try Self.read(["--timeout", "1e1"], Self.timeout()) == 10)
+            #expect(try Self.read(["--rssi", "-50"], OptionSpec.double("rssi", value: "DBM", help: "Signal.")) == -50)
+            #expect(try Self.read([], Self.timeout()) == nil)
         }
 
         @Test("bad numbers name the option and the expected range", arguments: [
@@ -335,33 +363,65 @@ extension ArgumentParserTests {
         ])
         func badDouble(text: String, message: String) {
             #expect(throws: UsageError(message)) {
-                try ParsedArguments(options: ["timeout": [text]]).double("timeout", in: 0.05...60)
+                try Self.read(["--timeout", text], Self.timeout(in: 0.05...60))
             }
         }
 
         @Test("non-finite numbers are rejected even without a range")
         func doubleWithoutRange() {
             #expect(throws: UsageError("invalid value '1e999' for --timeout: expected a number")) {
-                try ParsedArguments(options: ["timeout": ["1e999"]]).double("timeout")
+                try Self.read(["--timeout", "1e999"], Self.timeout())
             }
         }
 
         @Test("choice accepts exactly the allowed words")
         func choice() throws {
-            #expect(try ParsedArguments(options: ["encoding": ["xor"]]).choice("encoding", from: ["plain", "xor"]) == "xor")
-            #expect(try ParsedArguments().choice("encoding", from: ["plain", "xor"]) == nil)
+            #expect(try Self.read(["--encoding", "xor"], Self.encoding) == "xor")
+            #expect(try Self.read([], Self.encoding) == nil)
             #expect(throws: UsageError("invalid value 'XOR' for --encoding: expected one of plain, xor")) {
-                try ParsedArguments(options: ["encoding": ["XOR"]]).choice("encoding", from: ["plain", "xor"])
+                try Self.read(["--encoding", "XOR"], Self.encoding)
             }
         }
 
-        @Test("typed values come from the parsed command line")
+        @Test("a custom reading keeps the one message shape")
+        func parsed() throws {
+            let seed = OptionSpec.parsed("seed", value: "SEED", help: "The seed.", expected: "an unsigned integer") {
+                UInt64($0)
+            }
+            #expect(try Self.read(["--seed", "18446744073709551615"], seed) == UInt64.max)
+            #expect(throws: UsageError("invalid value '-1' for --seed: expected an unsigned integer")) {
+                try Self.read(["--seed", "-1"], seed)
+            }
+        }
+
+        @Test("typed values come from the parsed command line; one declaration may be read as several types")
         func endToEnd() throws {
             let parsed = try ArgumentParser.parse(["-t", "2.5", "--encoding=plain", "AA"], for: sendSpec)
-            #expect(try parsed.double("timeout", in: 0...10) == 2.5)
-            #expect(try parsed.choice("encoding", from: ["plain", "xor"]) == "plain")
+            let declaration = Send.timeout.declaration
+            let asDouble = OptionSpec.double("timeout", short: declaration.short, value: "SECONDS", in: 0...10,
+                                             help: declaration.help)
+            let asInt = OptionSpec.int("timeout", short: declaration.short, value: "SECONDS", help: declaration.help)
+            #expect(try parsed[asDouble] == 2.5)
+            #expect(try parsed[Send.encoding] == "plain")
             #expect(throws: UsageError("invalid value '2.5' for --timeout: expected an integer")) {
-                try parsed.int("timeout")
+                try parsed[asInt]
+            }
+        }
+
+        @Test("only declared options can be read; declares(_:) tells which are")
+        func declared() throws {
+            let parsed = try ArgumentParser.parse(["AA"], for: sendSpec)
+            #expect(parsed.declares(Send.json))
+            #expect(!parsed.declares(At.json), "the same name with another help is another option")
+            #expect(!parsed.declares(Self.count()))
+            #expect(parsed.declares(Self.encoding), "the same declaration, wherever it is written")
+        }
+
+        @Test("reading an option the command does not declare stops the program")
+        func undeclaredReadTraps() async {
+            await #expect(processExitsWith: .failure) {
+                let parsed = try ArgumentParser.parse(["AA", "--json"], for: sendSpec)
+                _ = parsed[At.json]
             }
         }
     }
@@ -375,8 +435,8 @@ extension ArgumentParserTests {
             summary: "Scan for xTalk devices and list them with their signal strength.",
             positionals: [PositionalSpec(name: "HEX", help: "The payload as hex.")],
             options: [
-                OptionSpec("timeout", short: "t", value: "SECONDS", help: "How long to scan (default 3)."),
-                OptionSpec("json", help: "One JSON object per line."),
+                OptionSpec.double("timeout", short: "t", value: "SECONDS", help: "How long to scan (default 3)."),
+                OptionSpec.flag("json", help: "One JSON object per line."),
             ],
             discussion: """
                 EXIT CODES:
@@ -450,8 +510,10 @@ extension ArgumentParserTests {
         @Test("a label too long for the column puts its help on the next line, and long help wraps under the column")
         func longLabelAndHelp() {
             let spec = CommandSpec(name: "x", summary: "X.", options: [
-                OptionSpec("firmware-encoding", value: "plain|xor", help: "Simulator: the firmware's encoding."),
-                OptionSpec("backend", value: "simulator|platform", help: String(repeating: "word ", count: 20)),
+                OptionSpec.choice("firmware-encoding", from: ["plain", "xor"],
+                                  help: "Simulator: the firmware's encoding."),
+                OptionSpec.choice("backend", from: ["simulator", "platform"],
+                                  help: String(repeating: "word ", count: 20)),
             ])
             let help = ArgumentParser.help(for: spec, commandPath: "xtalk x")
             #expect(help.contains("\n  --firmware-encoding plain|xor\n                          Simulator: the firmware's encoding.\n"))

@@ -39,6 +39,8 @@ struct CommandTests {
         (["send"], "HEX"),
         (["send", "ABC"], "<HEX>"),
         (["send", "zz"], "<HEX>"),
+        (["send", ""], "<HEX>"),
+        (["send", "+1-0"], "<HEX>"),
         (["send", String(repeating: "00", count: 241)], "241 bytes"),
         (["ping", "--count", "0"], "--count"),
         (["at", "AT", "--encoding", "ebcdic"], "--encoding"),

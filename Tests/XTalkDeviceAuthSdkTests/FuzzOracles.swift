@@ -63,7 +63,7 @@ enum AuthRepliesFuzzOracle {
         if case .success(let reply) = challenge {
             let line = "+CHAL:" + upperHex(bigEndian(reply.deviceID)) + "," + upperHex(reply.signature)
             try fuzzRequire(AuthenticationReplies.challenge([line]) == .success(reply), "re-serialised \(fuzzEscaped(line)) parses differently")
-            try fuzzRequire(AuthenticationReplies.hexString(reply.signature) == upperHex(reply.signature), "hexString")
+            try fuzzRequire(Hex.encode(reply.signature) == upperHex(reply.signature), "Hex.encode")
             let nonce = Array(reply.signature.prefix(16))
             let message = AuthenticationReplies.signedMessage(nonce: nonce, deviceID: reply.deviceID)
             try fuzzRequire(message == Array("XTALK-AUTH-V1".utf8) + [0] + nonce + bigEndian(reply.deviceID),
@@ -85,10 +85,10 @@ enum AuthRepliesFuzzOracle {
                             "fromSn(\(identity.year), \(identity.week), \(identity.serialNumber)) is \(built)")
         }
 
-        // The hex helpers round-trip any bytes.
-        let hex = AuthenticationReplies.hexString(bytes)
-        try fuzzRequire(AuthenticationReplies.hexBytes(hex.utf8) == bytes, "hexBytes(hexString(bytes))")
-        try fuzzRequire(AuthenticationReplies.hexBytes(hex.lowercased().utf8) == bytes, "hexBytes(lowercase)")
+        // The hex codec round-trips any bytes.
+        let hex = Hex.encode(bytes)
+        try fuzzRequire(Hex.decode(hex.utf8) == bytes, "Hex.decode(Hex.encode(bytes))")
+        try fuzzRequire(Hex.decode(hex.lowercased().utf8) == bytes, "Hex.decode(lowercase)")
     }
 
     // MARK: References (bytes)

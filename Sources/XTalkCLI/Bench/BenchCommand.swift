@@ -48,17 +48,19 @@ struct BenchRow {
 enum BenchCommand {
     static let groups = ["link", "pipeline", "transactions", "auth", "memory", "scale"]
 
+    static let quick = OptionSpec.flag(
+        "quick", help: "Small sizes (seconds instead of minutes); for tests and a first look.")
+    static let only = OptionSpec.string(
+        "only", value: "ROWS", help: "Comma-separated rows to run: link,pipeline,transactions,auth,memory,scale.")
+    static let deterministic = OptionSpec.flag(
+        "deterministic", help: "Only the rows measured in virtual time (the same on every machine): what CI gates.")
+
     static let command = Command(
         spec: CommandSpec(
             name: "bench",
             summary: "Measure the SDK against limits derived from the design and against the naive way; print one table.",
             positionals: [],
-            options: [
-                OptionSpec("quick", help: "Small sizes (seconds instead of minutes); for tests and a first look."),
-                OptionSpec("only", value: "ROWS", help: "Comma-separated rows to run: link,pipeline,transactions,auth,memory,scale."),
-                OptionSpec("deterministic", help: "Only the rows measured in virtual time (the same on every machine): what CI gates."),
-                CommonOptions.json,
-            ],
+            options: [quick, only, deterministic, CommonOptions.json],
             discussion: """
                 Every row prints a figure, its target, the measured value and PASS or FAIL; a row without
                 a target prints "info" and is not counted. Rows marked "gated" run in virtual time: their
@@ -69,9 +71,15 @@ enum BenchCommand {
                 """),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
-        let quick = arguments.has("quick")
-        let deterministic = arguments.has("deterministic")
-        let only = Set((arguments.value("only") ?? groups.joined(separator: ",")).split(separator: ",").map(String.init))
+        let quick = arguments[Self.quick]
+        let deterministic = arguments[Self.deterministic]
+        let only: Set<String>
+        do throws(UsageError) {
+            let rows = try arguments[Self.only] ?? groups.joined(separator: ",")
+            only = Set(rows.split(separator: ",").map(String.init))
+        } catch {
+            throw CLIError.usage(error)
+        }
         if let unknown = only.subtracting(groups).first {
             throw CLIError(.usage, "invalid value '\(unknown)' for --only: expected link, pipeline, transactions, auth, memory or scale")
         }

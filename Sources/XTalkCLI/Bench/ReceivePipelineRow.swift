@@ -12,7 +12,6 @@ enum ReceivePipelineRow {
         var lines = 0
         var frames = 0
         var counter = 0
-        let digits = Array("0123456789ABCDEF".utf8)
         while text.count < target {
             counter += 1
             let line: String
@@ -20,16 +19,10 @@ enum ReceivePipelineRow {
             case 8: line = counter % 20 == 8 ? "+CRCERR:cnt=\(counter),len=64,rssi=-101,snr=-3" : "+SENDFIN:OK"
             case 9: line = counter % 20 == 9 ? "+VER:2.1.0" : "OK"
             default:
-                var hex: [UInt8] = []
-                hex.reserveCapacity(128)
-                for index in 0..<64 {
-                    let byte = UInt8(truncatingIfNeeded: counter &* 31 &+ index &* 7)
-                    hex.append(digits[Int(byte >> 4)])
-                    hex.append(digits[Int(byte & 0x0F)])
-                }
+                let payload = (0..<64).map { UInt8(truncatingIfNeeded: counter &* 31 &+ $0 &* 7) }
                 line = "+DI:cnt=\(counter),len=64,slot=\(counter % 8),snr=\(counter % 13 - 4),rssi=-\(60 + counter % 50),"
                     + "lsnr=\(counter % 11),lrssi=-\(70 + counter % 30),rsnr=\(counter % 9),rrssi=-\(80 + counter % 20),txp=14,data="
-                    + String(decoding: hex, as: UTF8.self)
+                    + Hex.encode(payload)
                 frames += 1
             }
             text += Array(line.utf8) + [0x0D, 0x0A]

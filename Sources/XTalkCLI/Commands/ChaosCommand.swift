@@ -4,19 +4,24 @@ import XTalkChaos
 /// `xtalk chaos`: the seeded chaos suite, for long local runs and for
 /// replaying one seed with its full trace.
 enum ChaosCommand {
+    static let scenarios = OptionSpec.int("scenarios", value: "N", in: 1...10_000_000,
+                                          help: "How many scenarios (default 2000, as CI runs).")
+    static let first = OptionSpec.int(
+        "first", value: "K", in: 0...Int(Int32.max),
+        help: "Start at scenario K (default 0): scenario K has the same seed as in the tests.")
+    static let seed = OptionSpec.parsed(
+        "seed", value: "SEED", help: "Replay the scenario with this seed (as printed by a failure).",
+        expected: "an unsigned integer") { UInt64($0) }
+    static let verbose = OptionSpec.flag("verbose", help: "Print each scenario's trace, with the client's AT traffic.")
+    static let selfTest = OptionSpec.flag(
+        "self-test", help: "Switch each known bug on in the SDK in turn; each must be flagged within N scenarios.")
+
     static let command = Command(
         spec: CommandSpec(
             name: "chaos",
             summary: "Run seeded chaos scenarios against the simulator in virtual time and check every invariant.",
             positionals: [],
-            options: [
-                OptionSpec("scenarios", value: "N", help: "How many scenarios (default 2000, as CI runs)."),
-                OptionSpec("first", value: "K", help: "Start at scenario K (default 0): scenario K has the same seed as in the tests."),
-                OptionSpec("seed", value: "SEED", help: "Replay the scenario with this seed (as printed by a failure)."),
-                OptionSpec("verbose", help: "Print each scenario's trace, with the client's AT traffic."),
-                OptionSpec("self-test", help: "Switch each known bug on in the SDK in turn; each must be flagged within N scenarios."),
-                CommonOptions.json,
-            ],
+            options: [scenarios, first, seed, verbose, selfTest, CommonOptions.json],
             discussion: """
                 Each scenario draws a device (encoding, echo, challenge, delays, late replies, silence, MTU,
                 notification splits, flow control) and a random mix of concurrent AT commands, RF sends,
@@ -35,19 +40,14 @@ enum ChaosCommand {
         let first: Int
         let seed: UInt64?
         do throws(UsageError) {
-            count = try arguments.int("scenarios", in: 1...10_000_000) ?? 2_000
-            first = try arguments.int("first", in: 0...Int(Int32.max)) ?? 0
-            if let text = arguments.value("seed") {
-                guard let value = UInt64(text) else { throw UsageError("invalid value '\(text)' for --seed: expected an unsigned integer") }
-                seed = value
-            } else {
-                seed = nil
-            }
+            count = try arguments[Self.scenarios] ?? 2_000
+            first = try arguments[Self.first] ?? 0
+            seed = try arguments[Self.seed]
         } catch {
             throw CLIError.usage(error)
         }
-        let verbose = arguments.has("verbose")
-        if arguments.has("self-test") {
+        let verbose = arguments[Self.verbose]
+        if arguments[Self.selfTest] {
             var missed: [String] = []
             for (name, faults) in ChaosFaults.each {
                 var found: (index: Int, violation: String)?

@@ -198,7 +198,8 @@ final class Demo {
         for (index, task) in sendTasks.enumerated() {
             let took: Duration
             do { took = try await task.value } catch { throw CLIError.from(error, doing: "RF send \(index + 1)") }
-            details.append("RF send \(payloads[index].count) bytes (\(Render.hex(payloads[index]))) → +SENDFIN:OK after \(seconds(took))")
+            details.append("RF send \(payloads[index].count) bytes (\(Hex.encode(payloads[index]))) "
+                           + "→ +SENDFIN:OK after \(seconds(took))")
         }
         try await session.waitUntil("Waiting for radio frames", limit: .seconds(3)) { frames.count >= 2 }
         for (data, meta) in frames.prefix(3) { details.append(Render.frame(data, meta).1) }

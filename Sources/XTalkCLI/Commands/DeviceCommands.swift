@@ -12,10 +12,6 @@ struct Command: Sendable {
 
 /// Field and text renderings shared by the commands.
 enum Render {
-    static func hex(_ data: Data) -> String {
-        data.map { String(format: "%02X", $0) }.joined()
-    }
-
     static func device(_ result: XTalkScanResult) -> ([(String, JSONValue)], String) {
         let fields: [(String, JSONValue)] = [
             ("id", .string(result.id.uuidString)), ("name", .string(result.name)),
@@ -37,8 +33,9 @@ enum Render {
 
     static func frame(_ data: Data, _ meta: XTalkDiMeta) -> ([(String, JSONValue)], String) {
         let (metaFields, metaText) = Self.meta(meta)
-        return ([("bytes", .int(data.count)), ("data", .string(hex(data))), ("meta", .object(metaFields))],
-                "frame  \(data.count) bytes  \(hex(data))  \(metaText)")
+        let hex = Hex.encode(data)
+        return ([("bytes", .int(data.count)), ("data", .string(hex)), ("meta", .object(metaFields))],
+                "frame  \(data.count) bytes  \(hex)  \(metaText)")
     }
 
     static func identity(_ result: XTalkDeviceAuthResult) -> ([(String, JSONValue)], String) {
@@ -70,18 +67,34 @@ func withSession(_ arguments: ParsedArguments, _ context: CommandContext, _ prin
 }
 
 enum DeviceCommands {
+    /// Each command's own options; the shared ones are in `CommonOptions`.
+    enum Options {
+        static let scanTimeout = OptionSpec.double("timeout", short: "t", value: "SECONDS", in: 0.05...3_600,
+                                                   help: "How long to scan (default 3).")
+        static let alwaysChallenge = OptionSpec.flag("always-challenge",
+                                                     help: "Run the challenge even if the device says none is needed.")
+        static let atTimeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
+                                              help: "Timeout of each command (default 3000).")
+        static let text = OptionSpec.flag("text", help: "The argument is text, sent as UTF-8 bytes.")
+        static let sendTimeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
+                                                help: "Timeout (default 5000).")
+        static let listenCount = OptionSpec.int("count", short: "n", value: "N", in: 1...Int.max,
+                                                help: "Stop after N frames (default: until Ctrl-C).")
+        static let pingCount = OptionSpec.int("count", short: "n", value: "N", in: 1...100_000,
+                                              help: "How many round trips (default 10).")
+    }
+
     static let scan = Command(
         spec: CommandSpec(
             name: "scan", summary: "Scan for xTalk devices and list them with their signal strength.",
-            positionals: [], options: [OptionSpec("timeout", short: "t", value: "SECONDS", help: "How long to scan (default 3).")]
-                + CommonOptions.device,
+            positionals: [], options: [Options.scanTimeout] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: true
     ) { arguments, context, printer throws(CLIError) in
         let window: Duration
         let session: DeviceSession
         do throws(UsageError) {
-            window = .milliseconds(Int((try arguments.double("timeout", in: 0.05...3_600) ?? 3) * 1_000))
+            window = .milliseconds(Int((try arguments[Options.scanTimeout] ?? 3) * 1_000))
             session = try DeviceSession(arguments, context: context, printer: printer)
         } catch {
             throw CLIError.usage(error)
@@ -126,13 +139,13 @@ enum DeviceCommands {
         spec: CommandSpec(
             name: "auth", summary: "Authenticate the device and show its verified identity.",
             positionals: [],
-            options: [OptionSpec("always-challenge", help: "Run the challenge even if the device says none is needed.")]
-                + CommonOptions.device,
+            options: [Options.alwaysChallenge] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
-            let result = try await session.authenticate(policy: arguments.has("always-challenge") ? .always : .whenRequired)
+            let policy: XTalkChallengePolicy = arguments[Options.alwaysChallenge] ? .always : .whenRequired
+            let result = try await session.authenticate(policy: policy)
             let (fields, text) = Render.identity(result)
             printer.record("identity", fields, human: text)
         }
@@ -143,13 +156,16 @@ enum DeviceCommands {
             name: "at", summary: "Run AT commands and print their response lines.",
             positionals: [PositionalSpec(name: "COMMAND", help: "An AT command, e.g. AT+VER? (several run in order).",
                                          isVariadic: true, isOptional: false)],
-            options: [OptionSpec("timeout", value: "MS", help: "Timeout of each command (default 3000)."),
-                      CommonOptions.encoding] + CommonOptions.device,
+            options: [Options.atTimeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let timeout: Int
-        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 3_000 } catch { throw CLIError.usage(error) }
+        do throws(UsageError) {
+            timeout = try arguments[Options.atTimeout] ?? 3_000
+        } catch {
+            throw CLIError.usage(error)
+        }
         try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
             try await session.prepareEncoding()
             for command in arguments.positionals {
@@ -170,23 +186,25 @@ enum DeviceCommands {
             name: "send", summary: "Send a radio payload and wait until the radio finished sending it.",
             positionals: [PositionalSpec(name: "HEX", help: "The payload as hex (1–240 bytes); with --text, the text.",
                                          isVariadic: false, isOptional: false)],
-            options: [OptionSpec("text", help: "The argument is text, sent as UTF-8 bytes."),
-                      OptionSpec("timeout", value: "MS", help: "Timeout (default 5000)."), CommonOptions.encoding]
-                + CommonOptions.device,
+            options: [Options.text, Options.sendTimeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let argument = arguments.positionals.first ?? ""
         let payload: Data
         let timeout: Int
-        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 5_000 } catch { throw CLIError.usage(error) }
-        if arguments.has("text") {
+        do throws(UsageError) {
+            timeout = try arguments[Options.sendTimeout] ?? 5_000
+        } catch {
+            throw CLIError.usage(error)
+        }
+        if arguments[Options.text] {
             payload = Data(argument.utf8)
         } else {
-            guard let bytes = parseHex(argument) else {
+            guard !argument.isEmpty, let bytes = Hex.decode(argument.utf8) else {
                 throw CLIError(.usage, "invalid value '\(argument)' for <HEX>: expected an even number of hex digits")
             }
-            payload = bytes
+            payload = Data(bytes)
         }
         guard (1...240).contains(payload.count) else {
             throw CLIError(.usage, "invalid payload: \(payload.count) bytes (1–240 bytes allowed)")
@@ -200,36 +218,23 @@ enum DeviceCommands {
                 throw CLIError.from(error, doing: "Sending")
             }
             let took = context.elapsed - start
-            printer.record("sent", [("bytes", .int(payload.count)), ("data", .string(Render.hex(payload))),
+            let hex = Hex.encode(payload)
+            printer.record("sent", [("bytes", .int(payload.count)), ("data", .string(hex)),
                                     ("ms", .double(milliseconds(took)))],
-                           human: "sent \(payload.count) bytes (\(Render.hex(payload))): +SENDFIN:OK after \(seconds(took))")
+                           human: "sent \(payload.count) bytes (\(hex)): +SENDFIN:OK after \(seconds(took))")
         }
-    }
-
-    static func parseHex(_ text: String) -> Data? {
-        let digits = Array(text.utf8)
-        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
-        var bytes = Data()
-        var index = 0
-        while index < digits.count {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-            index += 2
-        }
-        return bytes
     }
 
     static let listen = Command(
         spec: CommandSpec(
             name: "listen", summary: "Print received radio frames and CRC errors with their metadata.",
             positionals: [],
-            options: [OptionSpec("count", short: "n", value: "N", help: "Stop after N frames (default: until Ctrl-C)."),
-                      CommonOptions.encoding] + CommonOptions.device,
+            options: [Options.listenCount, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: true
     ) { arguments, context, printer throws(CLIError) in
         let limit: Int?
-        do throws(UsageError) { limit = try arguments.int("count", in: 1...Int.max) } catch { throw CLIError.usage(error) }
+        do throws(UsageError) { limit = try arguments[Options.listenCount] } catch { throw CLIError.usage(error) }
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
             try await session.prepareEncoding()
             printer.text("listening to \(device.name)…")
@@ -260,13 +265,12 @@ enum DeviceCommands {
         spec: CommandSpec(
             name: "ping", summary: "Measure AT round trips (AT+PING) and print min/median/p99.",
             positionals: [],
-            options: [OptionSpec("count", short: "n", value: "N", help: "How many round trips (default 10)."),
-                      CommonOptions.encoding] + CommonOptions.device,
+            options: [Options.pingCount, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let count: Int
-        do throws(UsageError) { count = try arguments.int("count", in: 1...100_000) ?? 10 } catch { throw CLIError.usage(error) }
+        do throws(UsageError) { count = try arguments[Options.pingCount] ?? 10 } catch { throw CLIError.usage(error) }
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
             try await session.prepareEncoding()
             var times: [Duration] = []

@@ -2,12 +2,14 @@ import Foundation
 import XTalkBleSdk
 
 enum ShellCommand {
+    static let timeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
+                                        help: "Timeout of each command (default 3000).")
+
     static let command = Command(
         spec: CommandSpec(
             name: "shell", summary: "An interactive AT terminal: each line is sent as a command; URCs print as they arrive.",
             positionals: [],
-            options: [OptionSpec("timeout", value: "MS", help: "Timeout of each command (default 3000)."), CommonOptions.encoding]
-                + CommonOptions.device,
+            options: [timeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: """
                 In the shell: type an AT command and press return. :history lists the commands so far,
                 !! repeats the last one, !N repeats command N, :quit (or end of input, or Ctrl-C) ends.
@@ -15,7 +17,7 @@ enum ShellCommand {
         endsOnInterrupt: true
     ) { arguments, context, printer throws(CLIError) in
         let timeout: Int
-        do throws(UsageError) { timeout = try arguments.int("timeout", in: 1...600_000) ?? 3_000 } catch { throw CLIError.usage(error) }
+        do throws(UsageError) { timeout = try arguments[Self.timeout] ?? 3_000 } catch { throw CLIError.usage(error) }
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
             try await session.prepareEncoding()
             let client = session.client

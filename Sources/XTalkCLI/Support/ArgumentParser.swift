@@ -2,10 +2,12 @@
 // is one small module: a command declares its grammar as a `CommandSpec`,
 // `ArgumentParser.parse` turns the words after the command name into
 // `ParsedArguments`, and `ArgumentParser.help` renders the command's `--help`.
+// Options are typed `OptionSpec`s, read as `arguments[spec]`, never by name.
 // Every mistake is a `UsageError` whose one sentence names the flag or argument.
 
-/// One option of a command: a boolean flag (`--json`) or an option with a value (`--timeout 5`).
-struct OptionSpec: Sendable {
+/// What the parser and `--help` know of an option, whatever the type of its value: its names, its value's
+/// placeholder and its help. A command declares options as typed `OptionSpec`s; this is their common part.
+struct OptionDeclaration: Sendable, Equatable {
     /// The long name without dashes, e.g. `timeout` for `--timeout`; `ParsedArguments` is keyed by it.
     let name: String
     /// The one-letter short name, e.g. `t` for `-t`. Use letters: `-` followed by a digit is read as a negative number.
@@ -15,16 +17,117 @@ struct OptionSpec: Sendable {
     /// What the option does, for `--help`.
     let help: String
 
-    /// Declares an option; pass `value:` to make it take a value, omit it for a boolean flag.
-    init(_ name: String, short: Character? = nil, value valueName: String? = nil, help: String) {
-        self.name = name
-        self.short = short
-        self.valueName = valueName
-        self.help = help
-    }
-
     /// Whether the option consumes a value (otherwise it is a flag).
     var takesValue: Bool { valueName != nil }
+}
+
+/// An option as a command's grammar lists it: any `OptionSpec`, whatever its value's type.
+protocol DeclaredOption: Sendable {
+    var declaration: OptionDeclaration { get }
+}
+
+/// One option of a command with the type of its value: a boolean flag (`--json`) or an option whose value
+/// reads as `Value` (`--timeout 5` as `Int?`). A command declares its options as static constants, lists
+/// them in its `CommandSpec` and reads them with `arguments[Self.timeout]`: a misspelt option does not
+/// compile, the type and the check of the value come from the declaration, and reading an option the
+/// command does not declare stops the program (see `ParsedArguments`).
+struct OptionSpec<Value>: DeclaredOption {
+    let declaration: OptionDeclaration
+    /// Reads the values given, in command-line order; nil when the option was not given (a flag given has none).
+    fileprivate let read: @Sendable (_ given: [String]?) throws(UsageError) -> Value
+
+    /// The long name without dashes.
+    var name: String { declaration.name }
+}
+
+extension OptionSpec where Value == Bool {
+    /// A boolean flag: true when given, once or more.
+    static func flag(_ name: String, short: Character? = nil, help: String) -> Self {
+        Self(declaration: OptionDeclaration(name: name, short: short, valueName: nil, help: help)) { $0 != nil }
+    }
+}
+
+extension OptionSpec where Value == String? {
+    /// An option with a text value: the last one given, so a later `--name` overrides an earlier one.
+    static func string(_ name: String, short: Character? = nil, value valueName: String, help: String) -> Self {
+        Self(declaration: OptionDeclaration(name: name, short: short, valueName: valueName, help: help)) { $0?.last }
+    }
+
+    /// An option whose value is one of `allowed` (case-sensitive), shown as `a|b|c` in help.
+    static func choice(_ name: String, short: Character? = nil, from allowed: [String], help: String) -> Self {
+        .parsed(name, short: short, value: allowed.joined(separator: "|"), help: help,
+               expected: "one of " + allowed.joined(separator: ", ")) { allowed.contains($0) ? $0 : nil }
+    }
+}
+
+extension OptionSpec where Value == [String] {
+    /// A repeatable option: every value given, in command-line order.
+    static func repeatable(_ name: String, short: Character? = nil, value valueName: String, help: String) -> Self {
+        Self(declaration: OptionDeclaration(name: name, short: short, valueName: valueName, help: help)) { $0 ?? [] }
+    }
+}
+
+extension OptionSpec where Value == Int? {
+    /// An option whose value is an integer within `range`.
+    static func int(_ name: String, short: Character? = nil, value valueName: String, in range: ClosedRange<Int>? = nil,
+                    help: String) -> Self {
+        .parsed(name, short: short, value: valueName, help: help, expected: "an integer" + describe(range)) { text in
+            Int(text).flatMap { range?.contains($0) ?? true ? $0 : nil }
+        }
+    }
+
+    /// " from 1 to 10", " of at least 1" for `1...Int.max` (Int.max means "no limit" to a user), or "" without a range.
+    private static func describe(_ range: ClosedRange<Int>?) -> String {
+        guard let range else { return "" }
+        switch (range.lowerBound == Int.min, range.upperBound == Int.max) {
+        case (true, true): return ""
+        case (false, true): return " of at least \(range.lowerBound)"
+        case (true, false): return " of at most \(range.upperBound)"
+        case (false, false): return " from \(range.lowerBound) to \(range.upperBound)"
+        }
+    }
+}
+
+extension OptionSpec where Value == Double? {
+    /// An option whose value is a finite decimal number within `range`.
+    static func double(_ name: String, short: Character? = nil, value valueName: String,
+                       in range: ClosedRange<Double>? = nil, help: String) -> Self {
+        .parsed(name, short: short, value: valueName, help: help, expected: "a number" + describe(range)) { text in
+            // Swift's Double(_:) also reads "nan", "inf" and hex floats; a command line wants plain decimals.
+            let decimal = !text.isEmpty && text.allSatisfy { "0123456789+-.eE".contains($0) }
+            guard decimal, let number = Double(text), number.isFinite else { return nil }
+            return range?.contains(number) ?? true ? number : nil
+        }
+    }
+
+    /// " from 0.05 to 60" for a range of doubles, or "" without one.
+    private static func describe(_ range: ClosedRange<Double>?) -> String {
+        guard let range else { return "" }
+        return " from \(format(range.lowerBound)) to \(format(range.upperBound))"
+    }
+
+    /// Whole bounds print without ".0" ("60", not "60.0"), as a user would type them.
+    private static func format(_ bound: Double) -> String {
+        if bound == bound.rounded(), abs(bound) < 1e15 { return String(Int(bound)) }
+        return "\(bound)"
+    }
+}
+
+extension OptionSpec {
+    /// An option whose last value `parse` reads; nil when not given. When `parse` returns nil the usage error is
+    /// the one message shape for every bad value: "invalid value 'x' for --seed: expected an unsigned integer".
+    static func parsed<Wrapped>(_ name: String, short: Character? = nil, value valueName: String, help: String,
+                                expected: String, parse: @escaping @Sendable (String) -> Wrapped?) -> Self
+    where Value == Wrapped? {
+        let declaration = OptionDeclaration(name: name, short: short, valueName: valueName, help: help)
+        return Self(declaration: declaration) { given throws(UsageError) in
+            guard let text = given?.last else { return nil }
+            guard let value = parse(text) else {
+                throw UsageError("invalid value '\(text)' for --\(name): expected \(expected)")
+            }
+            return value
+        }
+    }
 }
 
 /// One positional argument of a command, shown as `<NAME>` in help and errors.
@@ -56,7 +159,7 @@ struct CommandSpec: Sendable {
     /// The positional arguments, in order; the last may be variadic.
     let positionals: [PositionalSpec]
     /// The options, in the order `--help` lists them; `-h`/`--help` is implied and must not be declared.
-    let options: [OptionSpec]
+    let options: [OptionDeclaration]
     /// Extra paragraphs for `--help` (e.g. exit codes), printed verbatim so tables keep their alignment.
     let discussion: String?
 
@@ -65,13 +168,13 @@ struct CommandSpec: Sendable {
         name: String,
         summary: String,
         positionals: [PositionalSpec] = [],
-        options: [OptionSpec] = [],
+        options: [any DeclaredOption] = [],
         discussion: String? = nil
     ) {
         self.name = name
         self.summary = summary
         self.positionals = positionals
-        self.options = options
+        self.options = options.map(\.declaration)
         self.discussion = discussion
     }
 }
@@ -90,99 +193,58 @@ struct UsageError: Error, Equatable, CustomStringConvertible {
     var description: String { message }
 }
 
-/// What the command line said: the options given (by long name) and the positional arguments.
+/// What the command line said: the options given and the positional arguments.
+///
+/// A command reads an option through the typed spec it declared, `arguments[Self.timeout]`, never by name.
+/// Reading an option the command's `CommandSpec` does not declare (the same declaration: name, short name,
+/// placeholder and help) is a programming error and stops the program; `declares(_:)` is for code that
+/// serves several commands, such as the shared device options.
 struct ParsedArguments: Sendable, Equatable {
     /// `-h` or `--help` was given; the caller prints help instead of running, so other usage errors are not raised.
-    var isHelpRequested: Bool
+    var isHelpRequested = false
     /// The positional arguments, in order.
-    var positionals: [String]
+    var positionals: [String] = []
     /// Every option given, keyed by long name, with its values in command-line order; flags map to an empty list.
-    var options: [String: [String]]
+    private(set) var options: [String: [String]] = [:]
+    /// The options of the command the arguments were parsed for.
+    private let declared: [OptionDeclaration]
 
-    /// Builds parsed arguments directly, e.g. to run a command in a test without a command line.
-    init(isHelpRequested: Bool = false, positionals: [String] = [], options: [String: [String]] = [:]) {
-        self.isHelpRequested = isHelpRequested
-        self.positionals = positionals
-        self.options = options
+    /// No arguments yet, for a command that declares `options`.
+    init(declaring options: [OptionDeclaration]) {
+        declared = options
     }
 
-    /// Whether the option (a flag, or an option with a value) was given at least once.
-    func has(_ option: String) -> Bool {
-        options[option] != nil
+    /// Whether the command declares `option`.
+    func declares(_ option: some DeclaredOption) -> Bool {
+        declared.contains(option.declaration)
     }
 
-    /// The option's last value, so a later `--timeout` overrides an earlier one; nil if not given.
-    func value(_ option: String) -> String? {
-        options[option]?.last
+    /// The option's value, read by its spec: nil (or false, or empty) when not given, a usage error when malformed.
+    subscript<Value>(option: OptionSpec<Value>) -> Value {
+        get throws(UsageError) { try option.read(given(option)) }
     }
 
-    /// All values of a repeatable option, in command-line order.
-    func values(_ option: String) -> [String] {
-        options[option] ?? []
+    /// Whether the flag was given.
+    subscript(flag: OptionSpec<Bool>) -> Bool {
+        given(flag) != nil
     }
 
-    /// The option's last value as an integer within `range`; nil if not given, a usage error if malformed or out of range.
-    func int(_ option: String, in range: ClosedRange<Int>? = nil) throws(UsageError) -> Int? {
-        guard let text = value(option) else { return nil }
-        guard let number = Int(text), range?.contains(number) ?? true else {
-            throw Self.invalid(text, option, expected: "an integer" + Self.describe(range))
-        }
-        return number
+    /// Records a value of the option (`[]` for a flag given).
+    fileprivate mutating func record(_ option: OptionDeclaration, value: String?) {
+        options[option.name, default: []] += value.map { [$0] } ?? []
     }
 
-    /// The option's last value as a finite decimal number within `range`; nil if not given, a usage error otherwise.
-    func double(_ option: String, in range: ClosedRange<Double>? = nil) throws(UsageError) -> Double? {
-        guard let text = value(option) else { return nil }
-        // Swift's Double(_:) also reads "nan", "inf" and hex floats; a command line wants plain decimals.
-        let decimal = !text.isEmpty && text.allSatisfy { "0123456789+-.eE".contains($0) }
-        guard decimal, let number = Double(text), number.isFinite, range?.contains(number) ?? true else {
-            throw Self.invalid(text, option, expected: "a number" + Self.describe(range))
-        }
-        return number
-    }
-
-    /// The option's last value if it is one of `allowed` (case-sensitive); nil if not given, a usage error otherwise.
-    func choice(_ option: String, from allowed: [String]) throws(UsageError) -> String? {
-        guard let text = value(option) else { return nil }
-        guard allowed.contains(text) else {
-            throw Self.invalid(text, option, expected: "one of " + allowed.joined(separator: ", "))
-        }
-        return text
-    }
-
-    /// The one message shape for every bad value, so scripts and users see the same wording.
-    private static func invalid(_ text: String, _ option: String, expected: String) -> UsageError {
-        UsageError("invalid value '\(text)' for --\(option): expected \(expected)")
-    }
-
-    /// " from 1 to 10", " of at least 1" for `1...Int.max` (Int.max means "no limit" to a user), or "" without a range.
-    private static func describe(_ range: ClosedRange<Int>?) -> String {
-        guard let range else { return "" }
-        switch (range.lowerBound == Int.min, range.upperBound == Int.max) {
-        case (true, true): return ""
-        case (false, true): return " of at least \(range.lowerBound)"
-        case (true, false): return " of at most \(range.upperBound)"
-        case (false, false): return " from \(range.lowerBound) to \(range.upperBound)"
-        }
-    }
-
-    /// " from 0.05 to 60" for a range of doubles, or "" without one.
-    private static func describe(_ range: ClosedRange<Double>?) -> String {
-        guard let range else { return "" }
-        return " from \(format(range.lowerBound)) to \(format(range.upperBound))"
-    }
-
-    /// Whole bounds print without ".0" ("60", not "60.0"), as a user would type them.
-    private static func format(_ bound: Double) -> String {
-        if bound == bound.rounded(), abs(bound) < 1e15 { return String(Int(bound)) }
-        return "\(bound)"
+    private func given(_ option: some DeclaredOption) -> [String]? {
+        precondition(declares(option), "--\(option.declaration.name) is read but not declared by this command")
+        return options[option.declaration.name]
     }
 }
 
 /// Parses a command's arguments against its `CommandSpec` and renders its `--help`.
 enum ArgumentParser {
     /// The help option every command has; listed last in `--help`.
-    static let helpOption = OptionSpec("help", short: "h", help: "Show help for this command.")
+    static let helpOption = OptionDeclaration(name: "help", short: "h", valueName: nil,
+                                              help: "Show help for this command.")
 
     /// The width `help(for:commandPath:)` wraps its text to.
     static let helpWidth = 80
@@ -193,7 +255,7 @@ enum ArgumentParser {
     /// `-h`/`--help` anywhere no usage error is raised, so help wins over a half-typed command line; otherwise
     /// the first mistake, in command-line order, is thrown.
     static func parse(_ arguments: [String], for spec: CommandSpec) throws(UsageError) -> ParsedArguments {
-        var result = ParsedArguments()
+        var result = ParsedArguments(declaring: spec.options)
         var firstError: UsageError?
         var optionsEnded = false
         var index = arguments.startIndex
@@ -211,7 +273,7 @@ enum ArgumentParser {
             // The spelling the user typed (`-t` or `--timeout`) names the option in errors.
             let spelling: String
             let inlineValue: String?
-            let option: OptionSpec?
+            let option: OptionDeclaration?
             if argument.hasPrefix("--") {
                 let body = argument.dropFirst(2)
                 if let equals = body.firstIndex(of: "=") {
@@ -236,9 +298,9 @@ enum ArgumentParser {
             if let valueName = option.valueName {
                 // The next word is the value even if it starts with "-", so `--rssi -50` works.
                 if let inlineValue {
-                    result.options[option.name, default: []].append(inlineValue)
+                    result.record(option, value: inlineValue)
                 } else if index < arguments.endIndex {
-                    result.options[option.name, default: []].append(arguments[index])
+                    result.record(option, value: arguments[index])
                     index += 1
                 } else {
                     firstError = firstError ?? UsageError("option \(spelling) needs a value (\(valueName))")
@@ -247,8 +309,8 @@ enum ArgumentParser {
                 firstError = firstError ?? UsageError("flag \(spelling) takes no value")
             } else if option.name == helpOption.name {
                 result.isHelpRequested = true
-            } else if result.options[option.name] == nil {
-                result.options[option.name] = []
+            } else {
+                result.record(option, value: nil)
             }
         }
         if result.isHelpRequested { return result }

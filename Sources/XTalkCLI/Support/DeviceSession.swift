@@ -3,33 +3,42 @@ import XTalkBleSdk
 import XTalkDeviceAuthSdk
 import XTalkSimulator
 
-/// The options every device command shares.
+/// The options every device command shares (`encoding`: those that run AT commands).
 enum CommonOptions {
-    static let json = OptionSpec("json", help: "Print one JSON object per line (stable field names).")
-    static let verbose = OptionSpec("verbose", short: "v", help: "Show the AT traffic on standard error.")
-    static let name = OptionSpec("name", value: "NAME", help: "Use the device with this advertised name.")
-    static let address = OptionSpec("address", value: "ADDRESS", help: "Use the device with this address (AA:BB:CC:DD:EE:FF).")
-    static let scanTimeout = OptionSpec("scan-timeout", value: "SECONDS",
-                                        help: "How long to look for the device (default 1; the strongest one found is used).")
-    static let encoding = OptionSpec("encoding", value: "auto|plain|xor",
-                                     help: "The AT encoding; auto authenticates to find it (default auto).")
-    static let backend = OptionSpec("backend", value: "simulator|platform",
-                                    help: "simulator (default): the built-in simulated devices; platform: this machine's Bluetooth.")
-    static let firmwareEncoding = OptionSpec("firmware-encoding", value: "plain|xor",
-                                             help: "Simulator: the firmware's encoding (default xor).")
-    static let noChallenge = OptionSpec("no-challenge", help: "Simulator: the firmware does not require the challenge.")
-    static let untrustedKey = OptionSpec("untrusted-key", help: "Simulator: the firmware signs with a key that is not trusted.")
-    static let mtu = OptionSpec("mtu", value: "BYTES", help: "Simulator: the ATT MTU, 23–517 (default 247).")
-    static let latency = OptionSpec("latency", value: "MS", help: "Simulator: the connection interval in ms, 0–500 (default 15).")
-    static let traffic = OptionSpec("traffic", value: "HZ", help: "Simulator: received radio frames per second, 0–200 (default 1).")
-    static let disconnectAfter = OptionSpec("disconnect-after", value: "SECONDS",
-                                            help: "Simulator: the link drops this long after connecting.")
-    static let garbage = OptionSpec("garbage", value: "BYTES",
-                                    help: "Simulator: a line of this many random bytes every 200 ms (line noise).")
-    static let seed = OptionSpec("seed", value: "N", help: "Simulator: the random seed (default 1).")
+    static let json = OptionSpec.flag("json", help: "Print one JSON object per line (stable field names).")
+    static let verbose = OptionSpec.flag("verbose", short: "v", help: "Show the AT traffic on standard error.")
+    static let name = OptionSpec.string("name", value: "NAME", help: "Use the device with this advertised name.")
+    static let address = OptionSpec.string("address", value: "ADDRESS",
+                                           help: "Use the device with this address (AA:BB:CC:DD:EE:FF).")
+    static let scanTimeout = OptionSpec.double(
+        "scan-timeout", value: "SECONDS", in: 0.05...600,
+        help: "How long to look for the device (default 1; the strongest one found is used).")
+    static let encoding = OptionSpec.choice("encoding", from: ["auto", "plain", "xor"],
+                                            help: "The AT encoding; auto authenticates to find it (default auto).")
+    static let backend = OptionSpec.choice(
+        "backend", from: ["simulator", "platform"],
+        help: "simulator (default): the built-in simulated devices; platform: this machine's Bluetooth.")
+    static let firmwareEncoding = OptionSpec.choice("firmware-encoding", from: ["plain", "xor"],
+                                                    help: "Simulator: the firmware's encoding (default xor).")
+    static let noChallenge = OptionSpec.flag("no-challenge",
+                                             help: "Simulator: the firmware does not require the challenge.")
+    static let untrustedKey = OptionSpec.flag("untrusted-key",
+                                              help: "Simulator: the firmware signs with a key that is not trusted.")
+    static let mtu = OptionSpec.int("mtu", value: "BYTES", in: 23...517,
+                                    help: "Simulator: the ATT MTU, 23–517 (default 247).")
+    static let latency = OptionSpec.int("latency", value: "MS", in: 0...500,
+                                        help: "Simulator: the connection interval in ms, 0–500 (default 15).")
+    static let traffic = OptionSpec.double("traffic", value: "HZ", in: 0...200,
+                                           help: "Simulator: received radio frames per second, 0–200 (default 1).")
+    static let disconnectAfter = OptionSpec.double("disconnect-after", value: "SECONDS", in: 0.01...86_400,
+                                                   help: "Simulator: the link drops this long after connecting.")
+    static let garbage = OptionSpec.int("garbage", value: "BYTES", in: 0...4_096,
+                                        help: "Simulator: a line of this many random bytes every 200 ms (line noise).")
+    static let seed = OptionSpec.int("seed", value: "N", in: 0...Int.max,
+                                     help: "Simulator: the random seed (default 1).")
 
     /// Output, device selection and the simulator knobs.
-    static let device: [OptionSpec] = [
+    static let device: [any DeclaredOption] = [
         json, verbose, name, address, scanTimeout, backend, firmwareEncoding, noChallenge, untrustedKey, mtu, latency,
         traffic, disconnectAfter, garbage, seed,
     ]
@@ -52,17 +61,19 @@ struct SimulatorSettings: Equatable {
     /// The command line's settings over `defaults`.
     init(_ arguments: ParsedArguments, defaults: SimulatorSettings = SimulatorSettings()) throws(UsageError) {
         self = defaults
-        if let encoding = try arguments.choice("firmware-encoding", from: ["plain", "xor"]) {
+        if let encoding = try arguments[CommonOptions.firmwareEncoding] {
             firmwareEncoding = encoding == "plain" ? .plain : .xor
         }
-        challengeRequired = !arguments.has("no-challenge")
-        untrustedKey = arguments.has("untrusted-key")
-        mtu = try arguments.int("mtu", in: 23...517) ?? mtu
-        if let ms = try arguments.int("latency", in: 0...500) { latency = .milliseconds(ms) }
-        trafficHz = try arguments.double("traffic", in: 0...200) ?? trafficHz
-        if let after = try arguments.double("disconnect-after", in: 0.01...86_400) { disconnectAfter = .milliseconds(Int(after * 1_000)) }
-        garbage = try arguments.int("garbage", in: 0...4_096) ?? garbage
-        if let seed = try arguments.int("seed", in: 0...Int.max) { self.seed = UInt64(seed) }
+        challengeRequired = !arguments[CommonOptions.noChallenge]
+        untrustedKey = arguments[CommonOptions.untrustedKey]
+        mtu = try arguments[CommonOptions.mtu] ?? mtu
+        if let ms = try arguments[CommonOptions.latency] { latency = .milliseconds(ms) }
+        trafficHz = try arguments[CommonOptions.traffic] ?? trafficHz
+        if let after = try arguments[CommonOptions.disconnectAfter] {
+            disconnectAfter = .milliseconds(Int(after * 1_000))
+        }
+        garbage = try arguments[CommonOptions.garbage] ?? garbage
+        if let seed = try arguments[CommonOptions.seed] { self.seed = UInt64(seed) }
     }
 
     /// Three devices at different distances; the first is the strongest.
@@ -123,16 +134,17 @@ final class DeviceSession {
         self.context = context
         self.printer = printer
         settings = try SimulatorSettings(arguments, defaults: defaults)
-        name = arguments.value("name")
-        address = arguments.value("address")?.uppercased()
-        scanWindow = .milliseconds(Int((try arguments.double("scan-timeout", in: 0.05...600) ?? 1) * 1_000))
-        encoding = try arguments.choice("encoding", from: ["auto", "plain", "xor"]) ?? "auto"
+        name = try arguments[CommonOptions.name]
+        address = try arguments[CommonOptions.address]?.uppercased()
+        scanWindow = .milliseconds(Int((try arguments[CommonOptions.scanTimeout] ?? 1) * 1_000))
+        // Only the commands that run AT commands declare --encoding; the others find it by authenticating.
+        encoding = try arguments.declares(CommonOptions.encoding) ? arguments[CommonOptions.encoding] ?? "auto" : "auto"
         var handler: XTalkLogHandler?
         if printer.verbose {
             handler = { _, message in Task { @MainActor in printer.trace(message) } }
         }
         let options = XTalkBleClientOptions(logLevel: .debug, logHandler: handler)
-        switch try arguments.choice("backend", from: ["simulator", "platform"]) ?? "simulator" {
+        switch try arguments[CommonOptions.backend] ?? "simulator" {
         case "platform":
             environment = nil
             client = XTalkBleClient(options: options)

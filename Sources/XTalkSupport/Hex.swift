@@ -1,13 +1,17 @@
 import Foundation
 
-/// Hexadecimal text as PROTOCOL.md uses it: the host writes uppercase, and
-/// accepts either case. Decoding never truncates: odd length or a non-hex
-/// character rejects the whole text.
-enum Hex {
+/// The host's one hexadecimal codec, shared by both SDKs, the tool and the
+/// chaos engine: hex text as PROTOCOL.md uses it. The host writes uppercase,
+/// and accepts either case. Decoding never truncates: odd length or a non-hex
+/// character rejects the whole text; the empty text is zero bytes.
+///
+/// The simulated device keeps its own hex on purpose (it must not share the
+/// code it tests); the layering tests check that it does not name this one.
+package enum Hex {
     private static let upperDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
 
-    /// Uppercase hex of `bytes`.
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    /// Uppercase hex of `bytes`, two digits a byte.
+    package static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out = [UInt8]()
         out.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes {
@@ -19,7 +23,7 @@ enum Hex {
 
     /// The value of one hex digit, or nil.
     @inline(__always)
-    static func nibble(_ c: UInt8) -> UInt8? {
+    private static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: c &- 0x30
         case 0x41...0x46: c &- 0x37
@@ -33,7 +37,7 @@ enum Hex {
 
     /// Decodes hex digits (either case) straight into `Data`; nil for odd
     /// length or any non-hex character.
-    static func decodeData(_ digits: UnsafeBufferPointer<UInt8>) -> Data? {
+    package static func decodeData(_ digits: UnsafeBufferPointer<UInt8>) -> Data? {
         guard digits.count % 2 == 0 else { return nil }
         var data = Data(count: digits.count / 2)
         let valid = digitValues.withUnsafeBufferPointer { table in
@@ -57,7 +61,7 @@ enum Hex {
     }
 
     /// Decodes hex digits (either case); nil for odd length or any non-hex character.
-    static func decode(_ digits: some Collection<UInt8>) -> [UInt8]? {
+    package static func decode(_ digits: some Collection<UInt8>) -> [UInt8]? {
         guard digits.count % 2 == 0 else { return nil }
         var out = [UInt8]()
         out.reserveCapacity(digits.count / 2)
