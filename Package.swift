@@ -3,7 +3,7 @@
 // The xTalk Swift SDK: talk to xTalk radios over Bluetooth Low Energy.
 //
 // Module graph (arrow = imports), with no cycle:
-//   XTalkSupport         what both SDKs share: observable state, transport error classes
+//   XTalkSupport         what both SDKs share: observable state, transport error classes, hex
 //   XTalkBleSdk        → XTalkSupport (re-exported): client, sans-I/O core, backend seam,
 //                        the CoreBluetooth backend (against a stand-in on Linux)
 //   XTalkLibCrypto       the system libcrypto's Ed25519, loaded at run time (Linux)

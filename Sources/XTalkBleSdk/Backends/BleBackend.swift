@@ -1,8 +1,9 @@
 import Foundation
 
 // The one seam between the client and a Bluetooth stack, shaped after
-// CoreBluetooth's central role so that the CoreBluetooth and BlueZ backends
-// map onto it one call for one call. The simulator is a backend too.
+// CoreBluetooth's central role so that a backend maps onto it one call for one
+// call (CoreBluetooth today; a BlueZ backend for Linux is planned). The
+// simulator is a backend too.
 //
 // Rules every backend follows (they are CoreBluetooth's, as Apple documents
 // CBCentralManager and CBPeripheral):
@@ -15,7 +16,7 @@ import Foundation
 // - `.writeCompleted` is reported for with-response writes only.
 // - Notifications and read results both arrive as `.valueUpdated`.
 
-/// An error a backend reports (CBError / CBATTError, or a BlueZ error).
+/// An error a backend reports (CBError / CBATTError, or another stack's error).
 package struct BleBackendError: Error, Sendable, Hashable, CustomStringConvertible {
     package enum Code: Sendable, Hashable {
         case unknown
@@ -44,7 +45,7 @@ package struct BleBackendError: Error, Sendable, Hashable, CustomStringConvertib
 package enum BleBackendEvent: Sendable {
     case stateChanged(BleManagerState)
     case discovered(peripheral: UUID, advertisement: BleAdvertisement, rssi: Int)
-    /// The platform could not start or continue the scan (BlueZ reports this; CoreBluetooth does not).
+    /// The platform could not start or continue the scan (CoreBluetooth never reports this; BlueZ would).
     case scanFailed(error: BleBackendError)
     case connected(peripheral: UUID)
     case failedToConnect(peripheral: UUID, error: BleBackendError?)

@@ -80,7 +80,7 @@ package struct BleAdvertisement: Sendable, Hashable {
     package var localName: String?
     package var manufacturerData: Data?
     package var serviceUUIDs: [BleUUID]
-    /// The platform's own address of the peripheral, where it has one (BlueZ); nil on Apple.
+    /// The platform's own address of the peripheral, where it has one (BlueZ would); nil on Apple.
     package var platformAddress: String?
     package init(localName: String?, manufacturerData: Data?, serviceUUIDs: [BleUUID], platformAddress: String? = nil) {
         self.localName = localName
