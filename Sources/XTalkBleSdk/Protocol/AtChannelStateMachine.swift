@@ -77,6 +77,9 @@ struct ReconnectHandover: Equatable, Sendable {
 /// timeout, a cancellation or a failed write, so that late lines never reach
 /// the next command.
 ///
+/// The machine owns the wire's state and its transitions; the queue's FIFO
+/// and session rules live in `AtOperationQueue`.
+///
 /// It does no I/O and reads no clock: events go in through the mutating
 /// methods, and every method returns the actions the driver must perform, in
 /// order, after the call returns. One machine serves one connection; after
@@ -90,21 +93,6 @@ struct AtChannelStateMachine {
     enum ResponseMode: Equatable, Sendable {
         case automatic
         case collectUntilTimeout
-    }
-
-    /// An operation waiting in the queue.
-    private struct Pending {
-        enum Kind {
-            case command(text: String, timeout: Duration, mode: ResponseMode, log: Bool)
-            case send(text: String, timeout: Duration)
-            case session
-        }
-        let id: ChannelRequestID
-        /// The exclusive session this operation belongs to, if any.
-        var owner: ChannelRequestID?
-        let kind: Kind
-        /// Its timer, already running (only with the `timesOutFromCall` fault).
-        var timer: ChannelTimerID?
     }
 
     /// An operation that owns the wire.
@@ -178,8 +166,8 @@ struct AtChannelStateMachine {
     private var writesStarted: UInt64 = 0
     /// An encoding switch waiting for the operation on the wire to end.
     private var pendingEncoding: XTalkAtEncoding?
-    private var queue: [Pending] = []
-    private var activeSession: ChannelRequestID?
+    /// The FIFO of operations and the exclusive session holding the channel.
+    private var operations = AtOperationQueue()
     private var framer: LineFramer
     /// The line being written, if any; drains wait for it to finish.
     private var outstandingWrite: ChannelWriteID?
@@ -219,7 +207,7 @@ struct AtChannelStateMachine {
 
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
-        if case .idle = state { return queue.isEmpty && activeSession == nil }
+        if case .idle = state { return operations.isEmpty }
         return false
     }
 
@@ -245,7 +233,7 @@ struct AtChannelStateMachine {
     }
 
     /// The exclusive session that owns the channel, if any.
-    var currentSession: ChannelRequestID? { activeSession }
+    var currentSession: ChannelRequestID? { operations.activeSession }
 
     /// Starts the channel of a new connection in quarantine: the device may
     /// still answer a command of the previous connection until that command's
@@ -317,24 +305,23 @@ struct AtChannelStateMachine {
         submit(.session, owner: nil)
     }
 
-    private mutating func submit(_ kind: Pending.Kind, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction]) {
+    private mutating func submit(
+        _ kind: AtOperationQueue.Pending.Kind, owner: ChannelRequestID?
+    ) -> (ChannelRequestID, [ChannelAction]) {
         let id = ChannelRequestID(raw: makeID())
         var actions: [ChannelAction] = []
         if case .closed(let error) = state {
             actions.append(.fail(id, error))
             return (id, actions)
         }
-        // Only the session that holds the channel can own work; a stale owner
-        // (an ended session) makes the operation an ordinary one.
-        let owner = (owner != nil && owner == activeSession) ? owner : nil
-        var pending = Pending(id: id, owner: owner, kind: kind)
+        var timer: ChannelTimerID?
         if faults.timesOutFromCall {
             switch kind {
-            case .command(_, let timeout, _, _), .send(_, let timeout): pending.timer = startTimer(timeout, into: &actions)
+            case .command(_, let timeout, _, _), .send(_, let timeout): timer = startTimer(timeout, into: &actions)
             case .session: break
             }
         }
-        queue.append(pending)
+        operations.enqueue(AtOperationQueue.Pending(id: id, owner: owner, kind: kind, timer: timer))
         pump(into: &actions)
         return (id, actions)
     }
@@ -366,7 +353,7 @@ struct AtChannelStateMachine {
         case .transaction, .isolation, .draining: throw .busy
         case .idle: break
         }
-        if let session = activeSession, session != owner { throw .busy }
+        if let session = operations.activeSession, session != owner { throw .busy }
         var actions: [ChannelAction] = []
         let timer = ChannelTimerID(raw: makeID())
         write(text, into: &actions)
@@ -467,10 +454,7 @@ struct AtChannelStateMachine {
     /// A timer the machine started has expired.
     mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction] {
         var actions: [ChannelAction] = []
-        if let index = queue.firstIndex(where: { $0.timer == id }) {
-            actions.append(.fail(queue.remove(at: index).id, .timeout))  // (the timesOutFromCall fault)
-            return actions
-        }
+        if operations.timerFired(id, into: &actions) { return actions }  // (the timesOutFromCall fault)
         switch state {
         case .transaction(let transaction) where transaction.timer == id:
             endTransaction(transaction)
@@ -529,11 +513,7 @@ struct AtChannelStateMachine {
     /// requests are ignored, so every request completes exactly once.
     mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction] {
         var actions: [ChannelAction] = []
-        if let index = queue.firstIndex(where: { $0.id == id }) {
-            queue.remove(at: index)
-            actions.append(.fail(id, .cancelled))
-            return actions
-        }
+        if operations.cancel(id, into: &actions) { return actions }
         if case .transaction(let transaction) = state, transaction.id == id {
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(id, .cancelled))
@@ -545,11 +525,7 @@ struct AtChannelStateMachine {
 
     /// The closure of a granted exclusive session returned.
     mutating func sessionEnded(_ id: ChannelRequestID) -> [ChannelAction] {
-        guard activeSession == id else { return [] }
-        activeSession = nil
-        // Work the session left behind (a misbehaving child task) joins the
-        // ordinary FIFO at its original position.
-        for index in queue.indices where queue[index].owner == id { queue[index].owner = nil }
+        guard operations.endSession(id) else { return [] }
         var actions: [ChannelAction] = []
         pump(into: &actions)
         return actions
@@ -599,9 +575,7 @@ struct AtChannelStateMachine {
         case .idle:
             break
         }
-        for pending in queue { actions.append(.fail(pending.id, error)) }
-        queue.removeAll()
-        activeSession = nil
+        operations.failAll(error, into: &actions)
         outstandingWrite = nil
         staleTail = false
         orphanReplyOpen = false
@@ -802,11 +776,9 @@ struct AtChannelStateMachine {
     /// Starts the next eligible operation while the wire is free.
     private mutating func pump(into actions: inout [ChannelAction]) {
         guard case .idle = state else { return }
-        while let index = nextEligibleIndex() {
-            let pending = queue.remove(at: index)
+        while let pending = operations.takeNext() {
             switch pending.kind {
             case .session:
-                activeSession = pending.id
                 actions.append(.grantSession(pending.id))
             case .command(let text, let timeout, let mode, let log):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
@@ -828,11 +800,6 @@ struct AtChannelStateMachine {
     private mutating func takeOrphanReply() -> Bool {
         defer { orphanReplyOpen = false }
         return orphanReplyOpen
-    }
-
-    private func nextEligibleIndex() -> Int? {
-        guard let session = activeSession else { return queue.isEmpty ? nil : 0 }
-        return queue.firstIndex { $0.owner == session }
     }
 
     /// Writes the line of the operation that now owns the wire.
