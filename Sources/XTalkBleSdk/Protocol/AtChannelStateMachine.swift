@@ -78,7 +78,8 @@ struct ReconnectHandover: Equatable, Sendable {
 /// the next command.
 ///
 /// The machine owns the wire's state and its transitions; the queue's FIFO
-/// and session rules live in `AtOperationQueue`.
+/// and session rules live in `AtOperationQueue`, the rules that tell a late
+/// line from a response (and a line to keep out of logs) in `StaleLineRules`.
 ///
 /// It does no I/O and reads no clock: events go in through the mutating
 /// methods, and every method returns the actions the driver must perform, in
@@ -161,28 +162,15 @@ struct AtChannelStateMachine {
     var faults = XTalkInjectedFaults()
     /// The last response a command completed with (for `answersWithPreviousReply`).
     private var previousReply: [String]?
-    /// Counts lines written, so that received units can be told apart by
-    /// whether they arrived before or after a write.
-    private var writesStarted: UInt64 = 0
     /// An encoding switch waiting for the operation on the wire to end.
     private var pendingEncoding: XTalkAtEncoding?
     /// The FIFO of operations and the exclusive session holding the channel.
     private var operations = AtOperationQueue()
+    /// What tells a line of the operation on the wire from a late one.
+    private var staleLines = StaleLineRules()
     private var framer: LineFramer
     /// The line being written, if any; drains wait for it to finish.
     private var outstandingWrite: ChannelWriteID?
-    /// True when the framer held a partial line as the current operation began:
-    /// the unit that completes it arrived (in part) before our first byte.
-    private var staleTail = false
-    /// A response line arrived while no command owned the wire (a late reply
-    /// of an earlier command, while idle or draining) and its final result
-    /// code has not: the next command's first final code is that reply's,
-    /// not its own. (Should none come, the command times out: a typed
-    /// failure, never another command's lines.)
-    private var orphanReplyOpen = false
-    /// Set when a `log: false` command ended: lines that arrive before the
-    /// next operation starts may still be its own, so they stay out of logs.
-    private var sensitiveAftermath = false
     private var nextID: UInt64 = 0
     private var units: [FramedUnit] = []
     private let drainQuiet: Duration
@@ -358,7 +346,7 @@ struct AtChannelStateMachine {
         let timer = ChannelTimerID(raw: makeID())
         write(text, into: &actions)
         actions.append(.startTimer(timer, window))
-        orphanReplyOpen = false  // a window ends at the first final code, whoever's it is
+        _ = staleLines.takeOpenReply()  // a window ends at the first final code, whoever's it is
         state = .isolation(Isolation(kind: kind, timer: timer))
         return actions
     }
@@ -373,20 +361,9 @@ struct AtChannelStateMachine {
         var actions: [ChannelAction] = []
         if units.isEmpty { return actions }
         actions.reserveCapacity(units.count * 2 + 2)
-        // Units of this batch that follow a write it started (an operation
-        // ended and the next one was written) were received before that
-        // write: never part of its response. The framer's partial line at
-        // that moment (`staleTail`) concerns the next batch.
-        var receivedBeforeWrite = false
+        let batch = staleLines.batchStarts()
         for unit in units {
-            let stale: Bool
-            if receivedBeforeWrite {
-                stale = true
-            } else {
-                stale = staleTail
-                staleTail = false
-            }
-            let writesBefore = writesStarted
+            let stale = staleLines.nextUnitIsStale(in: batch)
             switch unit {
             case .raw(let data):
                 actions.append(.emit(.raw(data)))
@@ -394,7 +371,6 @@ struct AtChannelStateMachine {
             case .line(let line):
                 lineReceived(line, stale: stale, into: &actions)
             }
-            if writesStarted != writesBefore { receivedBeforeWrite = true }
         }
         return actions
     }
@@ -544,7 +520,7 @@ struct AtChannelStateMachine {
         case .idle, .draining, .closed:
             pendingEncoding = nil
             framer.reset(encoding: encoding)
-            staleTail = false
+            staleLines.framerReset()
         }
     }
 
@@ -553,7 +529,7 @@ struct AtChannelStateMachine {
         guard let encoding = pendingEncoding else { return }
         pendingEncoding = nil
         framer.reset(encoding: encoding)
-        staleTail = false
+        staleLines.framerReset()
     }
 
     /// The link is gone: everything pending fails with `error`, buffered bytes
@@ -577,8 +553,7 @@ struct AtChannelStateMachine {
         }
         operations.failAll(error, into: &actions)
         outstandingWrite = nil
-        staleTail = false
-        orphanReplyOpen = false
+        staleLines.connectionEnded()
         framer.reset()
         state = .closed(error)
         return actions
@@ -586,17 +561,16 @@ struct AtChannelStateMachine {
 
     // MARK: Internals
 
+    /// Who owns the wire, for the sensitivity of a received line.
+    private var wireOwner: StaleLineRules.WireOwner {
+        guard case .transaction(let transaction) = state else { return .nobody }
+        if case .command(_, log: false) = transaction.kind { return .unloggedCommand }
+        return .loggedOperation
+    }
+
     private mutating func lineReceived(_ line: String, stale: Bool, into actions: inout [ChannelAction]) {
         let lineClass = LineClassifier.classify(line)
-        let sensitive: Bool
-        if lineClass.isUnsolicited {
-            sensitive = false
-        } else if case .transaction(let transaction) = state {
-            // A stale line belongs to what came before this command.
-            if case .command(_, log: false) = transaction.kind { sensitive = true } else { sensitive = stale && sensitiveAftermath }
-        } else {
-            sensitive = sensitiveAftermath
-        }
+        let sensitive = staleLines.isSensitive(unsolicited: lineClass.isUnsolicited, stale: stale, wire: wireOwner)
         actions.append(.emit(.line(line, sensitive: sensitive)))
         switch lineClass {
         case .radioFrame(let payload, let meta):
@@ -689,11 +663,11 @@ struct AtChannelStateMachine {
             }
         case .draining(var drain):
             // A drain that ends at its bound in the middle of a reply leaves it open.
-            orphanReplyOpen = finalCode == nil
+            staleLines.ownerlessResponseLine(final: finalCode != nil)
             restartQuiet(&drain, into: &actions)
             state = .draining(drain)
         case .idle:
-            orphanReplyOpen = finalCode == nil
+            staleLines.ownerlessResponseLine(final: finalCode != nil)
         case .closed:
             break
         }
@@ -764,7 +738,7 @@ struct AtChannelStateMachine {
 
     /// Bookkeeping when a transaction ends, whichever way.
     private mutating func endTransaction(_ transaction: Transaction) {
-        if case .command(_, log: false) = transaction.kind { sensitiveAftermath = true }
+        if case .command(_, log: false) = transaction.kind { staleLines.sensitiveCommandEnded() }
     }
 
     private mutating func becomeIdle(into actions: inout [ChannelAction]) {
@@ -783,32 +757,24 @@ struct AtChannelStateMachine {
             case .command(let text, let timeout, let mode, let log):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer,
-                                                 staleReplyOpen: takeOrphanReply()))
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log),
+                                                 timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
                 return
             case .send(let text, let timeout):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer,
-                                                 staleReplyOpen: takeOrphanReply()))
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false),
+                                                 timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
                 return
             }
         }
     }
 
-    /// Whether a late reply is still open as an operation takes the wire (the flag is cleared).
-    private mutating func takeOrphanReply() -> Bool {
-        defer { orphanReplyOpen = false }
-        return orphanReplyOpen
-    }
-
     /// Writes the line of the operation that now owns the wire.
     private mutating func write(_ text: String, into actions: inout [ChannelAction]) {
-        writesStarted &+= 1
+        staleLines.writeStarted(framerHasPartialLine: framer.hasPartialLine)
         let id = ChannelWriteID(raw: makeID())
         outstandingWrite = id
-        staleTail = framer.hasPartialLine
-        sensitiveAftermath = false
         lastLineEncoding = framer.encoding
         actions.append(.write(id, framer.encoding.encodeLine(text)))
     }
