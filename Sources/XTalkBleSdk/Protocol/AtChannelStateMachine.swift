@@ -155,6 +155,13 @@ struct AtChannelStateMachine {
         case draining(Drain)
         /// The connection is gone; terminal.
         case closed(XTalkBleError)
+        /// Only inside a mutating method, while it changes the transaction it
+        /// took out of `.transaction`: with the enum holding no copy of it,
+        /// the transaction's storage is unique, so appending to its `lines`
+        /// does not copy the whole array for every line. The method stores
+        /// the transaction back or ends it before it returns; any other code
+        /// that meets this state is a bug (`modifyingEscaped`).
+        case modifying
     }
 
     private var state: State = .idle
@@ -195,13 +202,19 @@ struct AtChannelStateMachine {
 
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
-        if case .idle = state { return operations.isEmpty }
-        return false
+        switch state {
+        case .idle: operations.isEmpty
+        case .transaction, .isolation, .draining, .closed: false
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     var isClosed: Bool {
-        if case .closed = state { return true }
-        return false
+        switch state {
+        case .closed: true
+        case .idle, .transaction, .isolation, .draining: false
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     /// True when a line of ours may not have reached the device whole: an
@@ -212,12 +225,16 @@ struct AtChannelStateMachine {
         switch state {
         case .transaction, .isolation: return true
         case .idle, .draining, .closed: return false
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
     var isDraining: Bool {
-        if case .draining = state { return true }
-        return false
+        switch state {
+        case .draining: true
+        case .idle, .transaction, .isolation, .closed: false
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     /// The exclusive session that owns the channel, if any.
@@ -229,7 +246,7 @@ struct AtChannelStateMachine {
     /// been quiet for the drain period) lines are events only. Call before
     /// submitting work.
     mutating func quarantine(for remaining: Duration) -> [ChannelAction] {
-        guard case .idle = state, remaining > .zero else { return [] }
+        guard isWireFree, remaining > .zero else { return [] }
         var actions: [ChannelAction] = []
         let floor = startTimer(remaining, into: &actions)
         let quiet = startTimer(drainQuiet, into: &actions)
@@ -267,6 +284,7 @@ struct AtChannelStateMachine {
         switch state {
         case .transaction, .isolation, .draining: true
         case .idle, .closed: false
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -298,9 +316,13 @@ struct AtChannelStateMachine {
     ) -> (ChannelRequestID, [ChannelAction]) {
         let id = ChannelRequestID(raw: makeID())
         var actions: [ChannelAction] = []
-        if case .closed(let error) = state {
+        switch state {
+        case .closed(let error):
             actions.append(.fail(id, error))
             return (id, actions)
+        case .idle, .transaction, .isolation, .draining:
+            break
+        case .modifying: Self.modifyingEscaped()
         }
         var timer: ChannelTimerID?
         if faults.timesOutFromCall {
@@ -340,6 +362,7 @@ struct AtChannelStateMachine {
         case .closed: throw .notConnected
         case .transaction, .isolation, .draining: throw .busy
         case .idle: break
+        case .modifying: Self.modifyingEscaped()
         }
         if let session = operations.activeSession, session != owner { throw .busy }
         var actions: [ChannelAction] = []
@@ -355,7 +378,11 @@ struct AtChannelStateMachine {
 
     /// Bytes received on the passthrough (RX notifications), in any chunking.
     mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction] {
-        if case .closed = state { return [] }  // nothing of an old connection is delivered
+        switch state {
+        case .closed: return []  // nothing of an old connection is delivered
+        case .idle, .transaction, .isolation, .draining: break
+        case .modifying: Self.modifyingEscaped()
+        }
         if !units.isEmpty { units.removeAll(keepingCapacity: true) }
         framer.feed(bytes, into: &units)
         var actions: [ChannelAction] = []
@@ -390,8 +417,12 @@ struct AtChannelStateMachine {
         guard outstandingWrite == id else { return [] }
         outstandingWrite = nil
         var actions: [ChannelAction] = []
-        if case .draining(let drain) = state, drain.boundTimer == nil {
+        switch state {
+        case .draining(let drain) where drain.boundTimer == nil:
             becomeIdle(into: &actions)
+        case .idle, .transaction, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
@@ -415,16 +446,22 @@ struct AtChannelStateMachine {
             startDeferredDrain(into: &actions)
         case .idle, .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
 
     /// Starts the timers of a drain that waited for our line to be written.
     private mutating func startDeferredDrain(into actions: inout [ChannelAction]) {
-        guard case .draining(var drain) = state, drain.boundTimer == nil else { return }
-        drain.quietTimer = startTimer(drainQuiet, into: &actions)
-        drain.boundTimer = startTimer(drainBound, into: &actions)
-        state = .draining(drain)
+        switch state {
+        case .draining(var drain) where drain.boundTimer == nil:
+            drain.quietTimer = startTimer(drainQuiet, into: &actions)
+            drain.boundTimer = startTimer(drainBound, into: &actions)
+            state = .draining(drain)
+        case .idle, .transaction, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     /// A timer the machine started has expired.
@@ -480,6 +517,7 @@ struct AtChannelStateMachine {
             }
         case .idle, .transaction, .isolation, .closed:
             break  // a timer that was cancelled or belongs to an earlier state
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
@@ -490,11 +528,15 @@ struct AtChannelStateMachine {
     mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction] {
         var actions: [ChannelAction] = []
         if operations.cancel(id, into: &actions) { return actions }
-        if case .transaction(let transaction) = state, transaction.id == id {
+        switch state {
+        case .transaction(let transaction) where transaction.id == id:
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(id, .cancelled))
             endTransaction(transaction)
             startDrain(into: &actions)
+        case .idle, .transaction, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
@@ -521,6 +563,7 @@ struct AtChannelStateMachine {
             pendingEncoding = nil
             framer.reset(encoding: encoding)
             staleLines.framerReset()
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -550,6 +593,7 @@ struct AtChannelStateMachine {
             if let floor = drain.floorTimer { actions.append(.cancelTimer(floor)) }
         case .idle:
             break
+        case .modifying: Self.modifyingEscaped()
         }
         operations.failAll(error, into: &actions)
         outstandingWrite = nil
@@ -561,11 +605,29 @@ struct AtChannelStateMachine {
 
     // MARK: Internals
 
+    /// `.modifying` met outside the mutation that set it: a bug in this file.
+    private static func modifyingEscaped(_ function: StaticString = #function) -> Never {
+        preconditionFailure("AT channel: the transient .modifying state escaped to \(function)")
+    }
+
+    /// True when nothing owns the wire (an operation may start).
+    private var isWireFree: Bool {
+        switch state {
+        case .idle: true
+        case .transaction, .isolation, .draining, .closed: false
+        case .modifying: Self.modifyingEscaped()
+        }
+    }
+
     /// Who owns the wire, for the sensitivity of a received line.
     private var wireOwner: StaleLineRules.WireOwner {
-        guard case .transaction(let transaction) = state else { return .nobody }
-        if case .command(_, log: false) = transaction.kind { return .unloggedCommand }
-        return .loggedOperation
+        switch state {
+        case .transaction(let transaction):
+            if case .command(_, log: false) = transaction.kind { .unloggedCommand } else { .loggedOperation }
+        case .idle, .isolation, .draining, .closed:
+            .nobody
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     private mutating func lineReceived(_ line: String, stale: Bool, into actions: inout [ChannelAction]) {
@@ -575,11 +637,7 @@ struct AtChannelStateMachine {
         switch lineClass {
         case .radioFrame(let payload, let meta):
             actions.append(.emit(.radioFrame(payload, meta)))
-            if faults.urcJoinsResponse, case .transaction(var transaction) = state, case .command = transaction.kind {
-                state = .idle
-                transaction.lines.append(line)
-                state = .transaction(transaction)
-            }
+            if faults.urcJoinsResponse { urcJoinsResponse(line) }
         case .crcError(let meta):
             actions.append(.emit(.crcError(meta, line)))
         case .sendFinished(let failure):
@@ -588,13 +646,41 @@ struct AtChannelStateMachine {
         case .malformedRadioFrame, .malformedCrcError, .ready:
             break
         case .response(let finalCode):
-            if !stale {
+            if stale {
+                staleResponseLine(finalCode: finalCode)
+            } else {
                 responseLine(line, finalCode: finalCode, into: &actions)
-            } else if case .transaction(var transaction) = state {
-                state = .idle  // released while the copy is changed
-                transaction.staleReplyOpen = finalCode == nil
-                state = .transaction(transaction)
             }
+        }
+    }
+
+    /// The `urcJoinsResponse` fault: a radio frame joins the response of the
+    /// command on the wire.
+    private mutating func urcJoinsResponse(_ line: String) {
+        switch state {
+        case .transaction(var transaction):
+            guard case .command = transaction.kind else { return }
+            state = .modifying
+            transaction.lines.append(line)
+            state = .transaction(transaction)
+        case .idle, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
+        }
+    }
+
+    /// A response line that arrived (in part) before the current operation's
+    /// first byte: never its response, but a reply it leaves open makes the
+    /// next final code not ours.
+    private mutating func staleResponseLine(finalCode: FinalResultCode?) {
+        switch state {
+        case .transaction(var transaction):
+            state = .modifying
+            transaction.staleReplyOpen = finalCode == nil
+            state = .transaction(transaction)
+        case .idle, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -604,7 +690,7 @@ struct AtChannelStateMachine {
             // Release the state's copy first: appending to `lines` while the enum
             // still shares its storage would copy the whole array for every line.
             // Every path below stores the transaction back or ends it.
-            state = .idle
+            state = .modifying
             let isEcho = !transaction.responseStarted && line == transaction.text
             if transaction.staleReplyOpen && !isEcho {
                 // The rest of a late reply that began before our first byte: an
@@ -670,6 +756,7 @@ struct AtChannelStateMachine {
             staleLines.ownerlessResponseLine(final: finalCode != nil)
         case .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -690,6 +777,7 @@ struct AtChannelStateMachine {
             becomeIdle(into: &actions)
         case .idle, .isolation, .draining, .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -703,6 +791,7 @@ struct AtChannelStateMachine {
             state = .draining(drain)
         case .idle, .transaction, .isolation, .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -749,7 +838,7 @@ struct AtChannelStateMachine {
 
     /// Starts the next eligible operation while the wire is free.
     private mutating func pump(into actions: inout [ChannelAction]) {
-        guard case .idle = state else { return }
+        guard isWireFree else { return }
         while let pending = operations.takeNext() {
             switch pending.kind {
             case .session:
