@@ -84,7 +84,11 @@ struct ReconnectHandover: Equatable, Sendable {
 /// It does no I/O and reads no clock: events go in through the mutating
 /// methods, and every method returns the actions the driver must perform, in
 /// order, after the call returns. One machine serves one connection; after
-/// `disconnected(_:)` it is closed and everything pending has failed.
+/// `disconnected(_:)` it is closed and everything pending has failed. An
+/// input the driver can never produce (its contract, documented at each
+/// method) traps in debug builds and is ignored in release builds; inputs
+/// that arrive late by nature (a completion or a timer racing the end of an
+/// operation) are ignored everywhere.
 struct AtChannelStateMachine {
     /// Quiet time that ends a drain (PROTOCOL.md section 6).
     static let defaultDrainQuiet: Duration = .milliseconds(150)
@@ -246,6 +250,9 @@ struct AtChannelStateMachine {
     /// been quiet for the drain period) lines are events only. Call before
     /// submitting work.
     mutating func quarantine(for remaining: Duration) -> [ChannelAction] {
+        // (A driver contract: the new connection's channel starts from its
+        // handover before anything else.)
+        assert(isIdle && outstandingWrite == nil, "quarantine(for:) on a channel that is not idle and empty")
         guard isWireFree, remaining > .zero else { return [] }
         var actions: [ChannelAction] = []
         let floor = startTimer(remaining, into: &actions)
@@ -263,6 +270,7 @@ struct AtChannelStateMachine {
     /// bound; answers the device still owes keep the channel quarantined
     /// until their deadline.
     mutating func resume(after handover: ReconnectHandover) -> [ChannelAction] {
+        assert(isIdle && outstandingWrite == nil, "resume(after:) on a channel that is not idle and empty")
         var actions: [ChannelAction] = []
         var remaining = handover.owedFor
         if let encoding = handover.cutLineEncoding {
@@ -314,6 +322,7 @@ struct AtChannelStateMachine {
     private mutating func submit(
         _ kind: AtOperationQueue.Pending.Kind, owner: ChannelRequestID?
     ) -> (ChannelRequestID, [ChannelAction]) {
+        assertOwnerWasGranted(owner)
         let id = ChannelRequestID(raw: makeID())
         var actions: [ChannelAction] = []
         switch state {
@@ -358,6 +367,7 @@ struct AtChannelStateMachine {
     private mutating func startNoWait(
         text: String, kind: Isolation.Kind, window: Duration, owner: ChannelRequestID?
     ) throws(XTalkBleError) -> [ChannelAction] {
+        assertOwnerWasGranted(owner)
         switch state {
         case .closed: throw .notConnected
         case .transaction, .isolation, .draining: throw .busy
@@ -372,6 +382,14 @@ struct AtChannelStateMachine {
         _ = staleLines.takeOpenReply()  // a window ends at the first final code, whoever's it is
         state = .isolation(Isolation(kind: kind, timer: timer))
         return actions
+    }
+
+    /// An owner is the session the caller's task runs in: one the channel
+    /// granted (it may have ended since, which makes the work an ordinary
+    /// operation), never one still waiting for its turn.
+    private func assertOwnerWasGranted(_ owner: ChannelRequestID?) {
+        assert(owner.map { !operations.isQueued($0) } ?? true,
+               "work owned by \(owner.map(String.init(describing:)) ?? "-"), a session not granted yet")
     }
 
     // MARK: Events from the driver
@@ -404,6 +422,8 @@ struct AtChannelStateMachine {
 
     /// The driver finished writing a line.
     mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] {
+        // (Not outstanding: a line of an operation the channel already moved
+        // past, e.g. a window that closed before its write was confirmed.)
         guard outstandingWrite == id else { return [] }
         outstandingWrite = nil
         var actions: [ChannelAction] = []
@@ -421,7 +441,9 @@ struct AtChannelStateMachine {
         case .draining(let drain) where drain.boundTimer == nil:
             becomeIdle(into: &actions)
         case .idle, .transaction, .isolation, .draining, .closed:
-            break
+            // Only a drain that waits for the line asks to take it back, and
+            // the driver answers at once (before any other input).
+            assertionFailure("writeWithdrawn(\(id)): a line the channel did not ask to take back")
         case .modifying: Self.modifyingEscaped()
         }
         return actions
@@ -445,7 +467,7 @@ struct AtChannelStateMachine {
             // Part of the line may have gone out: quarantine from now.
             startDeferredDrain(into: &actions)
         case .idle, .closed:
-            break
+            break  // (idle: a window that closed before its line was confirmed)
         case .modifying: Self.modifyingEscaped()
         }
         return actions
@@ -535,6 +557,8 @@ struct AtChannelStateMachine {
             endTransaction(transaction)
             startDrain(into: &actions)
         case .idle, .transaction, .isolation, .draining, .closed:
+            // (Also a granted session: its caller's cancellation may be
+            // reported after the grant; the session ends when its closure returns.)
             break
         case .modifying: Self.modifyingEscaped()
         }
@@ -543,7 +567,12 @@ struct AtChannelStateMachine {
 
     /// The closure of a granted exclusive session returned.
     mutating func sessionEnded(_ id: ChannelRequestID) -> [ChannelAction] {
-        guard operations.endSession(id) else { return [] }
+        guard operations.endSession(id) else {
+            // A session no longer holds the channel once the connection ended;
+            // otherwise the driver ends only the session it was granted, once.
+            assert(isClosed, "sessionEnded(\(id)): a session that does not hold the channel")
+            return []
+        }
         var actions: [ChannelAction] = []
         pump(into: &actions)
         return actions
