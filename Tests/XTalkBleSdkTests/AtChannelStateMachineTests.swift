@@ -391,9 +391,7 @@ struct AtChannelStateMachineTests {
         var idle = ChannelHarness()
         let none = idle.machine.quarantine(for: .zero)
         #expect(none.isEmpty)
-        idle.command("AT")
-        let busy = idle.machine.quarantine(for: .seconds(1))
-        #expect(busy.isEmpty, "only before any work")
+        // (Only before any work: quarantining a busy channel is a driver bug, see DriverContractTests.)
     }
 
     @Test("a reconnect's handover: a cut line is ended in its own encoding, unattributed, and quarantined for at least the drain bound")

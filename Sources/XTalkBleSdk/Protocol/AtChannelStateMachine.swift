@@ -77,10 +77,18 @@ struct ReconnectHandover: Equatable, Sendable {
 /// timeout, a cancellation or a failed write, so that late lines never reach
 /// the next command.
 ///
+/// The machine owns the wire's state and its transitions; the queue's FIFO
+/// and session rules live in `AtOperationQueue`, the rules that tell a late
+/// line from a response (and a line to keep out of logs) in `StaleLineRules`.
+///
 /// It does no I/O and reads no clock: events go in through the mutating
 /// methods, and every method returns the actions the driver must perform, in
 /// order, after the call returns. One machine serves one connection; after
-/// `disconnected(_:)` it is closed and everything pending has failed.
+/// `disconnected(_:)` it is closed and everything pending has failed. An
+/// input the driver can never produce (its contract, documented at each
+/// method) traps in debug builds and is ignored in release builds; inputs
+/// that arrive late by nature (a completion or a timer racing the end of an
+/// operation) are ignored everywhere.
 struct AtChannelStateMachine {
     /// Quiet time that ends a drain (PROTOCOL.md section 6).
     static let defaultDrainQuiet: Duration = .milliseconds(150)
@@ -90,21 +98,6 @@ struct AtChannelStateMachine {
     enum ResponseMode: Equatable, Sendable {
         case automatic
         case collectUntilTimeout
-    }
-
-    /// An operation waiting in the queue.
-    private struct Pending {
-        enum Kind {
-            case command(text: String, timeout: Duration, mode: ResponseMode, log: Bool)
-            case send(text: String, timeout: Duration)
-            case session
-        }
-        let id: ChannelRequestID
-        /// The exclusive session this operation belongs to, if any.
-        var owner: ChannelRequestID?
-        let kind: Kind
-        /// Its timer, already running (only with the `timesOutFromCall` fault).
-        var timer: ChannelTimerID?
     }
 
     /// An operation that owns the wire.
@@ -166,6 +159,13 @@ struct AtChannelStateMachine {
         case draining(Drain)
         /// The connection is gone; terminal.
         case closed(XTalkBleError)
+        /// Only inside a mutating method, while it changes the transaction it
+        /// took out of `.transaction`: with the enum holding no copy of it,
+        /// the transaction's storage is unique, so appending to its `lines`
+        /// does not copy the whole array for every line. The method stores
+        /// the transaction back or ends it before it returns; any other code
+        /// that meets this state is a bug (`modifyingEscaped`).
+        case modifying
     }
 
     private var state: State = .idle
@@ -173,28 +173,15 @@ struct AtChannelStateMachine {
     var faults = XTalkInjectedFaults()
     /// The last response a command completed with (for `answersWithPreviousReply`).
     private var previousReply: [String]?
-    /// Counts lines written, so that received units can be told apart by
-    /// whether they arrived before or after a write.
-    private var writesStarted: UInt64 = 0
     /// An encoding switch waiting for the operation on the wire to end.
     private var pendingEncoding: XTalkAtEncoding?
-    private var queue: [Pending] = []
-    private var activeSession: ChannelRequestID?
+    /// The FIFO of operations and the exclusive session holding the channel.
+    private var operations = AtOperationQueue()
+    /// What tells a line of the operation on the wire from a late one.
+    private var staleLines = StaleLineRules()
     private var framer: LineFramer
     /// The line being written, if any; drains wait for it to finish.
     private var outstandingWrite: ChannelWriteID?
-    /// True when the framer held a partial line as the current operation began:
-    /// the unit that completes it arrived (in part) before our first byte.
-    private var staleTail = false
-    /// A response line arrived while no command owned the wire (a late reply
-    /// of an earlier command, while idle or draining) and its final result
-    /// code has not: the next command's first final code is that reply's,
-    /// not its own. (Should none come, the command times out: a typed
-    /// failure, never another command's lines.)
-    private var orphanReplyOpen = false
-    /// Set when a `log: false` command ended: lines that arrive before the
-    /// next operation starts may still be its own, so they stay out of logs.
-    private var sensitiveAftermath = false
     private var nextID: UInt64 = 0
     private var units: [FramedUnit] = []
     private let drainQuiet: Duration
@@ -219,13 +206,19 @@ struct AtChannelStateMachine {
 
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
-        if case .idle = state { return queue.isEmpty && activeSession == nil }
-        return false
+        switch state {
+        case .idle: operations.isEmpty
+        case .transaction, .isolation, .draining, .closed: false
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     var isClosed: Bool {
-        if case .closed = state { return true }
-        return false
+        switch state {
+        case .closed: true
+        case .idle, .transaction, .isolation, .draining: false
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     /// True when a line of ours may not have reached the device whole: an
@@ -236,16 +229,20 @@ struct AtChannelStateMachine {
         switch state {
         case .transaction, .isolation: return true
         case .idle, .draining, .closed: return false
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
     var isDraining: Bool {
-        if case .draining = state { return true }
-        return false
+        switch state {
+        case .draining: true
+        case .idle, .transaction, .isolation, .closed: false
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     /// The exclusive session that owns the channel, if any.
-    var currentSession: ChannelRequestID? { activeSession }
+    var currentSession: ChannelRequestID? { operations.activeSession }
 
     /// Starts the channel of a new connection in quarantine: the device may
     /// still answer a command of the previous connection until that command's
@@ -253,7 +250,10 @@ struct AtChannelStateMachine {
     /// been quiet for the drain period) lines are events only. Call before
     /// submitting work.
     mutating func quarantine(for remaining: Duration) -> [ChannelAction] {
-        guard case .idle = state, remaining > .zero else { return [] }
+        // (A driver contract: the new connection's channel starts from its
+        // handover before anything else.)
+        assert(isIdle && outstandingWrite == nil, "quarantine(for:) on a channel that is not idle and empty")
+        guard isWireFree, remaining > .zero else { return [] }
         var actions: [ChannelAction] = []
         let floor = startTimer(remaining, into: &actions)
         let quiet = startTimer(drainQuiet, into: &actions)
@@ -270,6 +270,7 @@ struct AtChannelStateMachine {
     /// bound; answers the device still owes keep the channel quarantined
     /// until their deadline.
     mutating func resume(after handover: ReconnectHandover) -> [ChannelAction] {
+        assert(isIdle && outstandingWrite == nil, "resume(after:) on a channel that is not idle and empty")
         var actions: [ChannelAction] = []
         var remaining = handover.owedFor
         if let encoding = handover.cutLineEncoding {
@@ -291,6 +292,7 @@ struct AtChannelStateMachine {
         switch state {
         case .transaction, .isolation, .draining: true
         case .idle, .closed: false
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -317,24 +319,28 @@ struct AtChannelStateMachine {
         submit(.session, owner: nil)
     }
 
-    private mutating func submit(_ kind: Pending.Kind, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction]) {
+    private mutating func submit(
+        _ kind: AtOperationQueue.Pending.Kind, owner: ChannelRequestID?
+    ) -> (ChannelRequestID, [ChannelAction]) {
+        assertOwnerWasGranted(owner)
         let id = ChannelRequestID(raw: makeID())
         var actions: [ChannelAction] = []
-        if case .closed(let error) = state {
+        switch state {
+        case .closed(let error):
             actions.append(.fail(id, error))
             return (id, actions)
+        case .idle, .transaction, .isolation, .draining:
+            break
+        case .modifying: Self.modifyingEscaped()
         }
-        // Only the session that holds the channel can own work; a stale owner
-        // (an ended session) makes the operation an ordinary one.
-        let owner = (owner != nil && owner == activeSession) ? owner : nil
-        var pending = Pending(id: id, owner: owner, kind: kind)
+        var timer: ChannelTimerID?
         if faults.timesOutFromCall {
             switch kind {
-            case .command(_, let timeout, _, _), .send(_, let timeout): pending.timer = startTimer(timeout, into: &actions)
+            case .command(_, let timeout, _, _), .send(_, let timeout): timer = startTimer(timeout, into: &actions)
             case .session: break
             }
         }
-        queue.append(pending)
+        operations.enqueue(AtOperationQueue.Pending(id: id, owner: owner, kind: kind, timer: timer))
         pump(into: &actions)
         return (id, actions)
     }
@@ -361,45 +367,48 @@ struct AtChannelStateMachine {
     private mutating func startNoWait(
         text: String, kind: Isolation.Kind, window: Duration, owner: ChannelRequestID?
     ) throws(XTalkBleError) -> [ChannelAction] {
+        assertOwnerWasGranted(owner)
         switch state {
         case .closed: throw .notConnected
         case .transaction, .isolation, .draining: throw .busy
         case .idle: break
+        case .modifying: Self.modifyingEscaped()
         }
-        if let session = activeSession, session != owner { throw .busy }
+        if let session = operations.activeSession, session != owner { throw .busy }
         var actions: [ChannelAction] = []
         let timer = ChannelTimerID(raw: makeID())
         write(text, into: &actions)
         actions.append(.startTimer(timer, window))
-        orphanReplyOpen = false  // a window ends at the first final code, whoever's it is
+        _ = staleLines.takeOpenReply()  // a window ends at the first final code, whoever's it is
         state = .isolation(Isolation(kind: kind, timer: timer))
         return actions
+    }
+
+    /// An owner is the session the caller's task runs in: one the channel
+    /// granted (it may have ended since, which makes the work an ordinary
+    /// operation), never one still waiting for its turn.
+    private func assertOwnerWasGranted(_ owner: ChannelRequestID?) {
+        assert(owner.map { !operations.isQueued($0) } ?? true,
+               "work owned by \(owner.map(String.init(describing:)) ?? "-"), a session not granted yet")
     }
 
     // MARK: Events from the driver
 
     /// Bytes received on the passthrough (RX notifications), in any chunking.
     mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction] {
-        if case .closed = state { return [] }  // nothing of an old connection is delivered
+        switch state {
+        case .closed: return []  // nothing of an old connection is delivered
+        case .idle, .transaction, .isolation, .draining: break
+        case .modifying: Self.modifyingEscaped()
+        }
         if !units.isEmpty { units.removeAll(keepingCapacity: true) }
         framer.feed(bytes, into: &units)
         var actions: [ChannelAction] = []
         if units.isEmpty { return actions }
         actions.reserveCapacity(units.count * 2 + 2)
-        // Units of this batch that follow a write it started (an operation
-        // ended and the next one was written) were received before that
-        // write: never part of its response. The framer's partial line at
-        // that moment (`staleTail`) concerns the next batch.
-        var receivedBeforeWrite = false
+        let batch = staleLines.batchStarts()
         for unit in units {
-            let stale: Bool
-            if receivedBeforeWrite {
-                stale = true
-            } else {
-                stale = staleTail
-                staleTail = false
-            }
-            let writesBefore = writesStarted
+            let stale = staleLines.nextUnitIsStale(in: batch)
             switch unit {
             case .raw(let data):
                 actions.append(.emit(.raw(data)))
@@ -407,13 +416,14 @@ struct AtChannelStateMachine {
             case .line(let line):
                 lineReceived(line, stale: stale, into: &actions)
             }
-            if writesStarted != writesBefore { receivedBeforeWrite = true }
         }
         return actions
     }
 
     /// The driver finished writing a line.
     mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] {
+        // (Not outstanding: a line of an operation the channel already moved
+        // past, e.g. a window that closed before its write was confirmed.)
         guard outstandingWrite == id else { return [] }
         outstandingWrite = nil
         var actions: [ChannelAction] = []
@@ -427,8 +437,14 @@ struct AtChannelStateMachine {
         guard outstandingWrite == id else { return [] }
         outstandingWrite = nil
         var actions: [ChannelAction] = []
-        if case .draining(let drain) = state, drain.boundTimer == nil {
+        switch state {
+        case .draining(let drain) where drain.boundTimer == nil:
             becomeIdle(into: &actions)
+        case .idle, .transaction, .isolation, .draining, .closed:
+            // Only a drain that waits for the line asks to take it back, and
+            // the driver answers at once (before any other input).
+            assertionFailure("writeWithdrawn(\(id)): a line the channel did not ask to take back")
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
@@ -451,26 +467,29 @@ struct AtChannelStateMachine {
             // Part of the line may have gone out: quarantine from now.
             startDeferredDrain(into: &actions)
         case .idle, .closed:
-            break
+            break  // (idle: a window that closed before its line was confirmed)
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
 
     /// Starts the timers of a drain that waited for our line to be written.
     private mutating func startDeferredDrain(into actions: inout [ChannelAction]) {
-        guard case .draining(var drain) = state, drain.boundTimer == nil else { return }
-        drain.quietTimer = startTimer(drainQuiet, into: &actions)
-        drain.boundTimer = startTimer(drainBound, into: &actions)
-        state = .draining(drain)
+        switch state {
+        case .draining(var drain) where drain.boundTimer == nil:
+            drain.quietTimer = startTimer(drainQuiet, into: &actions)
+            drain.boundTimer = startTimer(drainBound, into: &actions)
+            state = .draining(drain)
+        case .idle, .transaction, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
+        }
     }
 
     /// A timer the machine started has expired.
     mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction] {
         var actions: [ChannelAction] = []
-        if let index = queue.firstIndex(where: { $0.timer == id }) {
-            actions.append(.fail(queue.remove(at: index).id, .timeout))  // (the timesOutFromCall fault)
-            return actions
-        }
+        if operations.timerFired(id, into: &actions) { return actions }  // (the timesOutFromCall fault)
         switch state {
         case .transaction(let transaction) where transaction.timer == id:
             endTransaction(transaction)
@@ -520,6 +539,7 @@ struct AtChannelStateMachine {
             }
         case .idle, .transaction, .isolation, .closed:
             break  // a timer that was cancelled or belongs to an earlier state
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
@@ -529,27 +549,30 @@ struct AtChannelStateMachine {
     /// requests are ignored, so every request completes exactly once.
     mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction] {
         var actions: [ChannelAction] = []
-        if let index = queue.firstIndex(where: { $0.id == id }) {
-            queue.remove(at: index)
-            actions.append(.fail(id, .cancelled))
-            return actions
-        }
-        if case .transaction(let transaction) = state, transaction.id == id {
+        if operations.cancel(id, into: &actions) { return actions }
+        switch state {
+        case .transaction(let transaction) where transaction.id == id:
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(id, .cancelled))
             endTransaction(transaction)
             startDrain(into: &actions)
+        case .idle, .transaction, .isolation, .draining, .closed:
+            // (Also a granted session: its caller's cancellation may be
+            // reported after the grant; the session ends when its closure returns.)
+            break
+        case .modifying: Self.modifyingEscaped()
         }
         return actions
     }
 
     /// The closure of a granted exclusive session returned.
     mutating func sessionEnded(_ id: ChannelRequestID) -> [ChannelAction] {
-        guard activeSession == id else { return [] }
-        activeSession = nil
-        // Work the session left behind (a misbehaving child task) joins the
-        // ordinary FIFO at its original position.
-        for index in queue.indices where queue[index].owner == id { queue[index].owner = nil }
+        guard operations.endSession(id) else {
+            // A session no longer holds the channel once the connection ended;
+            // otherwise the driver ends only the session it was granted, once.
+            assert(isClosed, "sessionEnded(\(id)): a session that does not hold the channel")
+            return []
+        }
         var actions: [ChannelAction] = []
         pump(into: &actions)
         return actions
@@ -568,7 +591,8 @@ struct AtChannelStateMachine {
         case .idle, .draining, .closed:
             pendingEncoding = nil
             framer.reset(encoding: encoding)
-            staleTail = false
+            staleLines.framerReset()
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -577,7 +601,7 @@ struct AtChannelStateMachine {
         guard let encoding = pendingEncoding else { return }
         pendingEncoding = nil
         framer.reset(encoding: encoding)
-        staleTail = false
+        staleLines.framerReset()
     }
 
     /// The link is gone: everything pending fails with `error`, buffered bytes
@@ -598,13 +622,11 @@ struct AtChannelStateMachine {
             if let floor = drain.floorTimer { actions.append(.cancelTimer(floor)) }
         case .idle:
             break
+        case .modifying: Self.modifyingEscaped()
         }
-        for pending in queue { actions.append(.fail(pending.id, error)) }
-        queue.removeAll()
-        activeSession = nil
+        operations.failAll(error, into: &actions)
         outstandingWrite = nil
-        staleTail = false
-        orphanReplyOpen = false
+        staleLines.connectionEnded()
         framer.reset()
         state = .closed(error)
         return actions
@@ -612,26 +634,39 @@ struct AtChannelStateMachine {
 
     // MARK: Internals
 
+    /// `.modifying` met outside the mutation that set it: a bug in this file.
+    private static func modifyingEscaped(_ function: StaticString = #function) -> Never {
+        preconditionFailure("AT channel: the transient .modifying state escaped to \(function)")
+    }
+
+    /// True when nothing owns the wire (an operation may start).
+    private var isWireFree: Bool {
+        switch state {
+        case .idle: true
+        case .transaction, .isolation, .draining, .closed: false
+        case .modifying: Self.modifyingEscaped()
+        }
+    }
+
+    /// Who owns the wire, for the sensitivity of a received line.
+    private var wireOwner: StaleLineRules.WireOwner {
+        switch state {
+        case .transaction(let transaction):
+            if case .command(_, log: false) = transaction.kind { .unloggedCommand } else { .loggedOperation }
+        case .idle, .isolation, .draining, .closed:
+            .nobody
+        case .modifying: Self.modifyingEscaped()
+        }
+    }
+
     private mutating func lineReceived(_ line: String, stale: Bool, into actions: inout [ChannelAction]) {
         let lineClass = LineClassifier.classify(line)
-        let sensitive: Bool
-        if lineClass.isUnsolicited {
-            sensitive = false
-        } else if case .transaction(let transaction) = state {
-            // A stale line belongs to what came before this command.
-            if case .command(_, log: false) = transaction.kind { sensitive = true } else { sensitive = stale && sensitiveAftermath }
-        } else {
-            sensitive = sensitiveAftermath
-        }
+        let sensitive = staleLines.isSensitive(unsolicited: lineClass.isUnsolicited, stale: stale, wire: wireOwner)
         actions.append(.emit(.line(line, sensitive: sensitive)))
         switch lineClass {
         case .radioFrame(let payload, let meta):
             actions.append(.emit(.radioFrame(payload, meta)))
-            if faults.urcJoinsResponse, case .transaction(var transaction) = state, case .command = transaction.kind {
-                state = .idle
-                transaction.lines.append(line)
-                state = .transaction(transaction)
-            }
+            if faults.urcJoinsResponse { urcJoinsResponse(line) }
         case .crcError(let meta):
             actions.append(.emit(.crcError(meta, line)))
         case .sendFinished(let failure):
@@ -640,13 +675,41 @@ struct AtChannelStateMachine {
         case .malformedRadioFrame, .malformedCrcError, .ready:
             break
         case .response(let finalCode):
-            if !stale {
+            if stale {
+                staleResponseLine(finalCode: finalCode)
+            } else {
                 responseLine(line, finalCode: finalCode, into: &actions)
-            } else if case .transaction(var transaction) = state {
-                state = .idle  // released while the copy is changed
-                transaction.staleReplyOpen = finalCode == nil
-                state = .transaction(transaction)
             }
+        }
+    }
+
+    /// The `urcJoinsResponse` fault: a radio frame joins the response of the
+    /// command on the wire.
+    private mutating func urcJoinsResponse(_ line: String) {
+        switch state {
+        case .transaction(var transaction):
+            guard case .command = transaction.kind else { return }
+            state = .modifying
+            transaction.lines.append(line)
+            state = .transaction(transaction)
+        case .idle, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
+        }
+    }
+
+    /// A response line that arrived (in part) before the current operation's
+    /// first byte: never its response, but a reply it leaves open makes the
+    /// next final code not ours.
+    private mutating func staleResponseLine(finalCode: FinalResultCode?) {
+        switch state {
+        case .transaction(var transaction):
+            state = .modifying
+            transaction.staleReplyOpen = finalCode == nil
+            state = .transaction(transaction)
+        case .idle, .isolation, .draining, .closed:
+            break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -656,7 +719,7 @@ struct AtChannelStateMachine {
             // Release the state's copy first: appending to `lines` while the enum
             // still shares its storage would copy the whole array for every line.
             // Every path below stores the transaction back or ends it.
-            state = .idle
+            state = .modifying
             let isEcho = !transaction.responseStarted && line == transaction.text
             if transaction.staleReplyOpen && !isEcho {
                 // The rest of a late reply that began before our first byte: an
@@ -715,13 +778,14 @@ struct AtChannelStateMachine {
             }
         case .draining(var drain):
             // A drain that ends at its bound in the middle of a reply leaves it open.
-            orphanReplyOpen = finalCode == nil
+            staleLines.ownerlessResponseLine(final: finalCode != nil)
             restartQuiet(&drain, into: &actions)
             state = .draining(drain)
         case .idle:
-            orphanReplyOpen = finalCode == nil
+            staleLines.ownerlessResponseLine(final: finalCode != nil)
         case .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -742,6 +806,7 @@ struct AtChannelStateMachine {
             becomeIdle(into: &actions)
         case .idle, .isolation, .draining, .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -755,6 +820,7 @@ struct AtChannelStateMachine {
             state = .draining(drain)
         case .idle, .transaction, .isolation, .closed:
             break
+        case .modifying: Self.modifyingEscaped()
         }
     }
 
@@ -790,7 +856,7 @@ struct AtChannelStateMachine {
 
     /// Bookkeeping when a transaction ends, whichever way.
     private mutating func endTransaction(_ transaction: Transaction) {
-        if case .command(_, log: false) = transaction.kind { sensitiveAftermath = true }
+        if case .command(_, log: false) = transaction.kind { staleLines.sensitiveCommandEnded() }
     }
 
     private mutating func becomeIdle(into actions: inout [ChannelAction]) {
@@ -801,47 +867,32 @@ struct AtChannelStateMachine {
 
     /// Starts the next eligible operation while the wire is free.
     private mutating func pump(into actions: inout [ChannelAction]) {
-        guard case .idle = state else { return }
-        while let index = nextEligibleIndex() {
-            let pending = queue.remove(at: index)
+        guard isWireFree else { return }
+        while let pending = operations.takeNext() {
             switch pending.kind {
             case .session:
-                activeSession = pending.id
                 actions.append(.grantSession(pending.id))
             case .command(let text, let timeout, let mode, let log):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer,
-                                                 staleReplyOpen: takeOrphanReply()))
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log),
+                                                 timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
                 return
             case .send(let text, let timeout):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer,
-                                                 staleReplyOpen: takeOrphanReply()))
+                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false),
+                                                 timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
                 return
             }
         }
     }
 
-    /// Whether a late reply is still open as an operation takes the wire (the flag is cleared).
-    private mutating func takeOrphanReply() -> Bool {
-        defer { orphanReplyOpen = false }
-        return orphanReplyOpen
-    }
-
-    private func nextEligibleIndex() -> Int? {
-        guard let session = activeSession else { return queue.isEmpty ? nil : 0 }
-        return queue.firstIndex { $0.owner == session }
-    }
-
     /// Writes the line of the operation that now owns the wire.
     private mutating func write(_ text: String, into actions: inout [ChannelAction]) {
-        writesStarted &+= 1
+        staleLines.writeStarted(framerHasPartialLine: framer.hasPartialLine)
         let id = ChannelWriteID(raw: makeID())
         outstandingWrite = id
-        staleTail = framer.hasPartialLine
-        sensitiveAftermath = false
         lastLineEncoding = framer.encoding
         actions.append(.write(id, framer.encoding.encodeLine(text)))
     }

@@ -217,6 +217,7 @@ struct ConnectionStateMachine {
     }
 
     mutating func timerFired(_ id: ChannelTimerID) -> [Action] {
+        // (Not the link's timer: one that fired as it was cancelled.)
         guard case .link(let link) = state, link.timer == id else { return [] }
         var actions: [Action] = []
         endLink(error: .timeout, into: &actions, timerFired: true)
@@ -225,6 +226,11 @@ struct ConnectionStateMachine {
     }
 
     // MARK: Inputs from the Bluetooth stack (one method per input)
+    //
+    // The guards below drop inputs for another peripheral, for a phase the
+    // link has left, or after it ended: the stack reports them late or twice
+    // (and the driver forwards what it reports), so they are no contract
+    // violation and assert nothing.
 
     /// The central's radio state changed.
     mutating func radioStateChanged(_ newState: BleManagerState) -> [Action] {

@@ -52,6 +52,8 @@ struct PassthroughWritePump {
     var isBusy: Bool { head < lines.count || outstanding != nil }
 
     mutating func enqueue(_ id: ChannelWriteID, _ bytes: [UInt8]) {
+        // (A line ends in CR LF: an empty one would complete with nothing written.)
+        assert(!bytes.isEmpty, "enqueue(\(id)): an empty line")
         lines.append(Line(id: id, bytes: bytes))
     }
 
@@ -59,6 +61,7 @@ struct PassthroughWritePump {
     /// cut, a benchmark's raw lines): written in order like any line, never
     /// reported as completed or failed, never withdrawn.
     mutating func enqueueUnattributed(_ bytes: [UInt8]) {
+        assert(!bytes.isEmpty, "enqueueUnattributed: no bytes")
         lines.append(Line(id: nil, bytes: bytes))
     }
 
