@@ -33,12 +33,14 @@ let onLinux = TargetDependencyCondition.when(platforms: [.linux])
 let coreBluetoothStandIn = appleStandIns ? "CoreBluetooth" : "XTalkCoreBluetoothStandIn"
 
 /// Stand-ins of Apple frameworks, only in the Apple stand-in build.
-let appleFrameworkStandIns: [Target] = appleStandIns ? [
-    .target(name: "Combine", path: "StandIns/Combine"),
-    .target(name: "CryptoKit", dependencies: ["XTalkLibCrypto"], path: "StandIns/CryptoKit"),
-    .target(name: "Security", path: "StandIns/Security"),
-    .target(name: "os", path: "StandIns/os"),
-] : []
+let appleFrameworkStandIns: [Target] =
+    appleStandIns
+    ? [
+        .target(name: "Combine", path: "StandIns/Combine"),
+        .target(name: "CryptoKit", dependencies: ["XTalkLibCrypto"], path: "StandIns/CryptoKit"),
+        .target(name: "Security", path: "StandIns/Security"),
+        .target(name: "os", path: "StandIns/os"),
+    ] : []
 
 func standIns(_ names: String...) -> [Target.Dependency] {
     appleStandIns ? names.map { .target(name: $0, condition: onLinux) } : []
@@ -81,10 +83,15 @@ let package = Package(
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport"]),
         .testTarget(
             name: "XTalkBleClientTests",
-            dependencies: ["XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport", .target(name: coreBluetoothStandIn, condition: onLinux)]
+            dependencies: [
+                "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport",
+                .target(name: coreBluetoothStandIn, condition: onLinux),
+            ]
         ),
         .testTarget(name: "XTalkCLITests", dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator"]),
-        .testTarget(name: "XTalkCryptoTests", dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),
+        .testTarget(
+            name: "XTalkCryptoTests",
+            dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),
         .testTarget(
             name: "XTalkDeviceAuthSdkTests",
             dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto", "XTalkTestSupport"]

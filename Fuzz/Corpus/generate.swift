@@ -89,86 +89,163 @@ stream(both, "empty", Stream(parts: []))
 let example = "+DI:cnt=12,len=5,slot=3,snr=7,rssi=-87,txp=14,data=48656C6C6F\r\n"
 stream(both, "di-example", Stream(chunk: 5, parts: [ascii(example + "OK\r\n")]))
 stream(both, "di-example-xor", Stream(xor: true, chunk: 6, parts: [ascii(example + "OK\r\n")]))
-stream(receive, "di-all-keys", Stream(chunk: 7, parts: [ascii(
-    "+DI:cnt=1,len=2,slot=0,snr=-5,rssi=-120,lsnr=3,lrssi=-90,rsnr=-2,rrssi=-101,txp=22,data=abCD\r\n")]))
-stream(receive, "di-malformed", Stream(chunk: 8, parts: [ascii("""
-    +DI:data=ABC\r\n+DI:len=3,data=ABCD\r\n+DI:cnt=1,cnt=2,data=AB\r\n+DI:cnt=1\r\n+DI:cnt=x,data=AB\r\n\
-    +DI:data=\r\n+DI:data=GG\r\n+DI:data=00,data=00\r\n+DI:\r\nOK\r\n
-    """)]))
-stream(receive, "di-integers", Stream(chunk: 9, parts: [ascii("""
-    +DI:cnt=9223372036854775807,rssi=-9223372036854775808,len=1,data=00\r\n+DI:cnt=9223372036854775808,data=00\r\n\
-    +DI:snr=-0,data=00\r\n+DI:snr=-,data=00\r\n+DI:snr=+1,data=00\r\n+DI:len=01,data=00\r\n
-    """)]))
-stream(receive, "di-unknown-keys", Stream(chunk: 10, parts: [ascii(
-    "+DI:x=1,DATA=00,data=FF,y=\r\n+DI:data=00,z\r\n+DI:=1,data=00\r\n+DI:data=00,\r\n+DI:a=b=c,data=00\r\n")]))
-stream(receive, "crcerr", Stream(chunk: 11, parts: [ascii(
-    "+CRCERR:cnt=3,snr=-12,rssi=-110\r\n+CRCERR:\r\n+CRCERR:data=zz,cnt=1\r\n+CRCERR:cnt=1,cnt=2\r\n+CRCERR:x\r\nOK\r\n")]))
+stream(
+    receive, "di-all-keys",
+    Stream(
+        chunk: 7,
+        parts: [
+            ascii(
+                "+DI:cnt=1,len=2,slot=0,snr=-5,rssi=-120,lsnr=3,lrssi=-90,rsnr=-2,rrssi=-101,txp=22,data=abCD\r\n")
+        ]))
+stream(
+    receive, "di-malformed",
+    Stream(
+        chunk: 8,
+        parts: [
+            ascii(
+                """
+                +DI:data=ABC\r\n+DI:len=3,data=ABCD\r\n+DI:cnt=1,cnt=2,data=AB\r\n+DI:cnt=1\r\n+DI:cnt=x,data=AB\r\n\
+                +DI:data=\r\n+DI:data=GG\r\n+DI:data=00,data=00\r\n+DI:\r\nOK\r\n
+                """)
+        ]))
+stream(
+    receive, "di-integers",
+    Stream(
+        chunk: 9,
+        parts: [
+            ascii(
+                """
+                +DI:cnt=9223372036854775807,rssi=-9223372036854775808,len=1,data=00\r\n\
+                +DI:cnt=9223372036854775808,data=00\r\n\
+                +DI:snr=-0,data=00\r\n+DI:snr=-,data=00\r\n+DI:snr=+1,data=00\r\n+DI:len=01,data=00\r\n
+                """)
+        ]))
+stream(
+    receive, "di-unknown-keys",
+    Stream(
+        chunk: 10,
+        parts: [
+            ascii(
+                "+DI:x=1,DATA=00,data=FF,y=\r\n+DI:data=00,z\r\n+DI:=1,data=00\r\n+DI:data=00,\r\n+DI:a=b=c,data=00\r\n"
+            )
+        ]))
+stream(
+    receive, "crcerr",
+    Stream(
+        chunk: 11,
+        parts: [
+            ascii(
+                "+CRCERR:cnt=3,snr=-12,rssi=-110\r\n+CRCERR:\r\n+CRCERR:data=zz,cnt=1\r\n"
+                    + "+CRCERR:cnt=1,cnt=2\r\n+CRCERR:x\r\nOK\r\n"
+            )
+        ]))
 stream(receive, "ready", Stream(parts: [ascii("+READY\r\n+READYX\r\nOK\r\n")]))
 
 // RF sends (section 7).
 stream(receive, "send-ok", Stream(operation: .send, parts: [ascii("AT+SEND=48656C6C6F\r\nOK\r\n+SENDFIN:OK\r\n")]))
-stream(receive, "send-fail-xor", Stream(xor: true, operation: .send, chunk: 12, parts: [ascii("OK\r\n+SENDFIN:FAIL,busy\r\n")]))
+stream(
+    receive, "send-fail-xor",
+    Stream(xor: true, operation: .send, chunk: 12, parts: [ascii("OK\r\n+SENDFIN:FAIL,busy\r\n")]))
 stream(receive, "send-error", Stream(operation: .send, parts: [ascii("ERROR\r\n")]))
-stream(receive, "send-early-sendfin", Stream(operation: .send, chunk: 13, parts: [ascii(
-    "+SENDFIN:OK\r\nOK\r\n+SENDFIN:FAIL,no ack\r\n")]))
+stream(
+    receive, "send-early-sendfin",
+    Stream(
+        operation: .send, chunk: 13,
+        parts: [
+            ascii(
+                "+SENDFIN:OK\r\nOK\r\n+SENDFIN:FAIL,no ack\r\n")
+        ]))
 stream(receive, "send-odd-sendfin", Stream(operation: .send, parts: [ascii("OK\r\n+SENDFIN:\r\n+SENDFIN:WEIRD\r\n")]))
 
 // Collecting until the timeout.
 stream(receive, "collect", Stream(operation: .collect, parts: [ascii("AT+FUZZ\r\n+PING:abc\r\nOK\r\n")]))
 stream(receive, "collect-raw", Stream(operation: .collect, parts: [[0xFF] + ascii("\r\nOK\r\n")]))
 stream(receive, "collect-partial", Stream(operation: .collect, parts: [ascii("OK\r\n+PART")]))
-stream(receive, "collect-early-timer", Stream(
-    operation: .collect, cutAction: true, unlogged: true, eventAfter: 1,
-    parts: [ascii("+VER:1\r\n"), ascii("OK\r\n+VER:late\r\n") + [0] + ascii("\r\n")]))
+stream(
+    receive, "collect-early-timer",
+    Stream(
+        operation: .collect, cutAction: true, unlogged: true, eventAfter: 1,
+        parts: [ascii("+VER:1\r\n"), ascii("OK\r\n+VER:late\r\n") + [0] + ascii("\r\n")]))
 
 // Lines that began before the command (stale tails, late replies).
-stream(receive, "stale-tail", Stream(submitAfter: 1, parts: [ascii("+VER:old"), ascii("\r\n+X\r\nOK\r\nAT+FUZZ\r\nOK\r\n")]))
+stream(
+    receive, "stale-tail",
+    Stream(submitAfter: 1, parts: [ascii("+VER:old"), ascii("\r\n+X\r\nOK\r\nAT+FUZZ\r\nOK\r\n")]))
 stream(receive, "stale-final", Stream(submitAfter: 1, parts: [ascii("O"), ascii("K\r\nAT+FUZZ\r\nOK\r\n")]))
-stream(receive, "before-submit", Stream(submitAfter: 1, parts: [ascii("OK\r\n+DI:cnt=1,data=00\r\n"), ascii("OK\r\n")]))
+stream(
+    receive, "before-submit", Stream(submitAfter: 1, parts: [ascii("OK\r\n+DI:cnt=1,data=00\r\n"), ascii("OK\r\n")]))
 
 // Terminators and printable lines (section 4).
 stream(both, "terminators", Stream(chunk: 14, parts: [ascii("\r\n\n\r\nA\r\r\nB\rC\r\n+VER:\t1\r\nOK\n")]))
-stream(both, "raw-lines", Stream(chunk: 15, parts: [[0x01, 0x02, 0x0D, 0x0A, 0x7F, 0x0A, 0xC3, 0xA9, 0x0D, 0x0A] + ascii("OK\r\n")]))
+stream(
+    both, "raw-lines",
+    Stream(chunk: 15, parts: [[0x01, 0x02, 0x0D, 0x0A, 0x7F, 0x0A, 0xC3, 0xA9, 0x0D, 0x0A] + ascii("OK\r\n")]))
 stream(framer, "cr-lf-split", Stream(chunk: 16, parts: [ascii("OK\r"), ascii("\nERROR\r"), ascii("\r\n")]))
 stream(framer, "several-lines", Stream(chunk: 26, parts: [ascii("+VER:1\r\n+FREQ:868000000\r\n+TXP:14\r\n\r\nOK\r\n")]))
 stream(framer, "bare-lf-xor", Stream(xor: true, chunk: 27, parts: [ascii("+PING:a\n\n+PING:b\r\nOK\n")]))
 stream(framer, "cr-only", Stream(chunk: 28, parts: [ascii("\r\r\n\r\nOK\r")]))
 stream(framer, "nul-and-del", Stream(chunk: 29, parts: [[0x00, 0x0A, 0x41, 0x7F, 0x42, 0x0D, 0x0A, 0x09, 0x0A]]))
-stream(framer, "xor-raw", Stream(xor: true, chunk: 30, parts: [[0x80, 0xFF, 0x0D, 0x0A, 0x5A, 0x0A] + ascii("OK\r\n")]))
+stream(
+    framer, "xor-raw", Stream(xor: true, chunk: 30, parts: [[0x80, 0xFF, 0x0D, 0x0A, 0x5A, 0x0A] + ascii("OK\r\n")]))
 stream(framer, "line-4095-crlf", Stream(pad: 51, chunk: 31, parts: [ascii(String(repeating: "B", count: 15) + "\r\n")]))
 stream(framer, "line-4098-lf", Stream(pad: 51, chunk: 32, parts: [ascii(String(repeating: "C", count: 18) + "\n")]))
-stream(framer, "switch-no-partial", Stream(xor: true, switches: true, eventAfter: 1, parts: [ascii("OK\r\n"), ascii("ERROR\r\n")]))
+stream(
+    framer, "switch-no-partial",
+    Stream(xor: true, switches: true, eventAfter: 1, parts: [ascii("OK\r\n"), ascii("ERROR\r\n")]))
 
 // Encoding switches and resets.
 // (`receive`: the command's timer fires at the cut, so the switch applies at once.)
 for (targets, timer) in [(receive, true), (framer, false)] {
-    stream(targets, "switch-mid-line", Stream(switches: true, cutAction: timer, eventAfter: 1, parts: [
-        ascii("AT+FUZZ\r\n+VER:1\r\n+DI:cnt=1,da"), ascii("ta=AB\r\n+CRCERR:cnt=2\r\n"),
-    ]))
+    stream(
+        targets, "switch-mid-line",
+        Stream(
+            switches: true, cutAction: timer, eventAfter: 1,
+            parts: [
+                ascii("AT+FUZZ\r\n+VER:1\r\n+DI:cnt=1,da"), ascii("ta=AB\r\n+CRCERR:cnt=2\r\n"),
+            ]))
     // A partial line discarded by a switch, whose rest overflows.
-    stream(targets, "switch-then-overflow", Stream(
-        switches: true, cutAction: timer, pad: 52, padAfter: 1, chunk: 25, eventAfter: 1,
-        parts: [ascii("+DI:cnt=1,data=A"), ascii("\r\nOK\r\n")]))
+    stream(
+        targets, "switch-then-overflow",
+        Stream(
+            switches: true, cutAction: timer, pad: 52, padAfter: 1, chunk: 25, eventAfter: 1,
+            parts: [ascii("+DI:cnt=1,data=A"), ascii("\r\nOK\r\n")]))
 }
-stream(both, "switch-after-ok", Stream(xor: true, switches: true, eventAfter: 1, parts: [
-    ascii("AT+FUZZ\r\nOK\r\n+PART"), ascii("IAL\r\n+DI:len=1,data=7F\r\n"),
-]))
+stream(
+    both, "switch-after-ok",
+    Stream(
+        xor: true, switches: true, eventAfter: 1,
+        parts: [
+            ascii("AT+FUZZ\r\nOK\r\n+PART"), ascii("IAL\r\n+DI:len=1,data=7F\r\n"),
+        ]))
 // The host switches while the command runs: the switch waits for its `OK`
 // (sent here in the old encoding, hence xor-ed twice), then applies.
-stream(receive, "switch-deferred", Stream(switches: true, eventAfter: 1, parts: [
-    ascii("AT+FUZZ\r\n"), xored(ascii("OK\r\n")) + ascii("+READY\r\n"),
-]))
+stream(
+    receive, "switch-deferred",
+    Stream(
+        switches: true, eventAfter: 1,
+        parts: [
+            ascii("AT+FUZZ\r\n"), xored(ascii("OK\r\n")) + ascii("+READY\r\n"),
+        ]))
 stream(framer, "reset-mid-line", Stream(cutAction: true, eventAfter: 1, parts: [ascii("+VER:1"), ascii("\r\nOK\r\n")]))
 
 // The 4096-byte bound (80-byte filler units: 51 × 80 = 4080).
 stream(both, "line-4096", Stream(pad: 51, chunk: 17, parts: [ascii(String(repeating: "A", count: 16) + "\r\nOK\r\n")]))
 stream(both, "line-4097", Stream(pad: 51, chunk: 18, parts: [ascii(String(repeating: "A", count: 17) + "\r\nOK\r\n")]))
-stream(both, "line-4096-cr-x", Stream(pad: 51, chunk: 19, parts: [ascii(String(repeating: "A", count: 16) + "\rX\r\n")]))
-stream(both, "line-4096-cr-cr-lf", Stream(pad: 51, chunk: 20, parts: [ascii(String(repeating: "A", count: 16) + "\r\r\n")]))
-stream(both, "line-4096-xor", Stream(xor: true, pad: 51, chunk: 21, parts: [ascii(String(repeating: "A", count: 16) + "\r\nOK\r\n")]))
-stream(both, "line-4096-nonprintable", Stream(pad: 51, chunk: 22, parts: [[0x01] + ascii(String(repeating: "A", count: 15) + "\r\n")]))
+stream(
+    both, "line-4096-cr-x", Stream(pad: 51, chunk: 19, parts: [ascii(String(repeating: "A", count: 16) + "\rX\r\n")]))
+stream(
+    both, "line-4096-cr-cr-lf", Stream(pad: 51, chunk: 20, parts: [ascii(String(repeating: "A", count: 16) + "\r\r\n")])
+)
+stream(
+    both, "line-4096-xor",
+    Stream(xor: true, pad: 51, chunk: 21, parts: [ascii(String(repeating: "A", count: 16) + "\r\nOK\r\n")]))
+stream(
+    both, "line-4096-nonprintable",
+    Stream(pad: 51, chunk: 22, parts: [[0x01] + ascii(String(repeating: "A", count: 15) + "\r\n")]))
 stream(both, "unterminated-5120", Stream(pad: 64, chunk: 23, parts: []))
-stream(receive, "di-2043-bytes", Stream(pad: 51, padAfter: 1, chunk: 24, parts: [ascii("+DI:data="), ascii("AAAAAA\r\nOK\r\n")]))
+stream(
+    receive, "di-2043-bytes",
+    Stream(pad: 51, padAfter: 1, chunk: 24, parts: [ascii("+DI:data="), ascii("AAAAAA\r\nOK\r\n")]))
 
 // Authentication replies (section 8, 9): lines separated by LF.
 func lines(_ text: [String]) -> [UInt8] { ascii(text.joined(separator: "\n")) }
@@ -234,7 +311,10 @@ let identifiers: [(String, [UInt8])] = [
     ("inner-space", ascii("1 2")),
     ("fullwidth-digit", [0xEF, 0xBC, 0x91]),
     ("fields", [0, 0, 0, 0, 0, 0, 0x07, 0xEA, 0, 0, 0, 0, 0, 0, 0, 48, 0, 0, 0x30, 0x39]),
-    ("fields-negative", [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]),
+    (
+        "fields-negative",
+        [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]
+    ),
 ]
 for (name, bytes) in identifiers { add("device-id", name, bytes) }
 

@@ -3,7 +3,7 @@
 @_exported import XTalkSupport
 
 #if canImport(Combine)
-import Combine
+    import Combine
 #endif
 
 /// The client is an `ObservableObject` on every platform, as the API reference says: Combine's

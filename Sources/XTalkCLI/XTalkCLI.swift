@@ -8,7 +8,8 @@ import Foundation
 package enum XTalkCLI {
     static let commands: [Command] = [
         DemoCommand.command, DeviceCommands.scan, DeviceCommands.info, DeviceCommands.auth, DeviceCommands.at,
-        DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command, ChaosCommand.command,
+        DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command,
+        ChaosCommand.command,
     ]
 
     static let exitCodes = """
@@ -25,7 +26,9 @@ package enum XTalkCLI {
 
     static let topLevel = CommandSpec(
         name: "xtalk", summary: "Talk to xTalk radios over Bluetooth LE: the SDK's command-line tool.",
-        positionals: [PositionalSpec(name: "COMMAND", help: "One of the commands below.", isVariadic: false, isOptional: true)],
+        positionals: [
+            PositionalSpec(name: "COMMAND", help: "One of the commands below.", isVariadic: false, isOptional: true)
+        ],
         options: [],
         discussion: """
             COMMANDS:
@@ -43,7 +46,9 @@ package enum XTalkCLI {
     /// Runs the tool with `arguments` (without the program name).
     package static func run(_ arguments: [String], context: CommandContext) async -> Int32 {
         guard let name = arguments.first, name != "-h", name != "--help", name != "help" else {
-            if arguments.count > 1, arguments.first == "help", let command = commands.first(where: { $0.spec.name == arguments[1] }) {
+            if arguments.count > 1, arguments.first == "help",
+                let command = commands.first(where: { $0.spec.name == arguments[1] })
+            {
                 context.writeOut(ArgumentParser.help(for: command.spec, commandPath: "xtalk " + command.spec.name))
             } else {
                 context.writeOut(ArgumentParser.help(for: topLevel, commandPath: "xtalk"))
@@ -66,8 +71,9 @@ package enum XTalkCLI {
             return ExitCode.ok.rawValue
         }
         // Commands without --json or --verbose (or with a --verbose of their own, as chaos) print plainly.
-        let printer = Printer(context: context, json: parsed.declares(CommonOptions.json) && parsed[CommonOptions.json],
-                              verbose: parsed.declares(CommonOptions.verbose) && parsed[CommonOptions.verbose])
+        let printer = Printer(
+            context: context, json: parsed.declares(CommonOptions.json) && parsed[CommonOptions.json],
+            verbose: parsed.declares(CommonOptions.verbose) && parsed[CommonOptions.verbose])
         do {
             try await command.run(parsed, context, printer)
             return ExitCode.ok.rawValue

@@ -164,8 +164,10 @@ final class ChaosAuthTransport: DeviceAuthTransport {
     private let newCommand: @MainActor (String, Int, Bool) -> WireCommand
     private let now: @MainActor () -> Duration
 
-    init(ble: XTalkBleClient, now: @escaping @MainActor () -> Duration,
-         newCommand: @escaping @MainActor (_ text: String, _ timeoutMs: Int, _ collects: Bool) -> WireCommand) {
+    init(
+        ble: XTalkBleClient, now: @escaping @MainActor () -> Duration,
+        newCommand: @escaping @MainActor (_ text: String, _ timeoutMs: Int, _ collects: Bool) -> WireCommand
+    ) {
         self.ble = ble
         self.now = now
         self.newCommand = newCommand
@@ -181,7 +183,9 @@ final class ChaosAuthTransport: DeviceAuthTransport {
         if let encodingChanged { encodingChanged(value) } else { ble.setAtEncoding(value) }
     }
 
-    func runAtCommand(_ command: String, timeoutMs: Int, log: Bool, responseMode: DeviceAuthResponseMode) async throws -> [String] {
+    func runAtCommand(_ command: String, timeoutMs: Int, log: Bool, responseMode: DeviceAuthResponseMode) async throws
+        -> [String]
+    {
         let mode: XTalkAtResponseMode = responseMode == .automatic ? .automatic : .collectUntilTimeout
         let wire = newCommand(command, timeoutMs, mode == .collectUntilTimeout)
         do {

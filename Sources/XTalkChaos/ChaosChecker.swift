@@ -70,9 +70,11 @@ extension ChaosScenario {
             receivedFrames.append((index, clock.elapsed))
             // A frame belongs to the connection the app is on: the device sent it on that one.
             if let number = frameEmissions[index], let emission = peripheral.record.emission(number),
-               emission.connection != peripheral.connections {
-                violation("radio frame \(index), sent on connection \(emission.connection.map(String.init) ?? "none"), "
-                          + "reached the app on connection \(peripheral.connections)")
+                emission.connection != peripheral.connections
+            {
+                violation(
+                    "radio frame \(index), sent on connection \(emission.connection.map(String.init) ?? "none"), "
+                        + "reached the app on connection \(peripheral.connections)")
             }
         case .atLine(let line):
             receivedLines.append((line, clock.elapsed, peripheral.connections))
@@ -88,7 +90,10 @@ extension ChaosScenario {
     func checkState() {
         let now = clock.elapsed
         if client.atReady || client.deviceControlReady, client.connectionState != .connected {
-            violation("atReady \(client.atReady) / deviceControlReady \(client.deviceControlReady) while \(client.connectionState)")
+            violation(
+                "atReady \(client.atReady) / deviceControlReady \(client.deviceControlReady) while "
+                    + "\(client.connectionState)"
+            )
         }
         if tornDown, client.atReady { violation("atReady after teardown()") }
         if peripheral.isConnected {
@@ -97,7 +102,10 @@ extension ChaosScenario {
             deviceUpSince = since
             // A healthy link is ready within the connect timeout (or the client gave it up).
             if !client.atReady, !tornDown, now - since > Self.connectTimeout {
-                violation("the device has been connected since \(since) but the client is \(client.connectionState), not ready")
+                violation(
+                    "the device has been connected since \(since) but the client is \(client.connectionState), not "
+                        + "ready"
+                )
                 deviceUpSince = now  // once per episode
             }
         } else {
@@ -136,7 +144,8 @@ extension ChaosScenario {
             checkState()
         }
         if peripheral.deviceBytesQueued > 0 {
-            violation("the device's \(peripheral.deviceBytesQueued) queued notification bytes never left (link stalled)")
+            violation(
+                "the device's \(peripheral.deviceBytesQueued) queued notification bytes never left (link stalled)")
         }
         var quietSince = clock.elapsed
         var seen = eventCount
@@ -149,7 +158,8 @@ extension ChaosScenario {
             }
         }
         // A device still connected has had the connect timeout to get ready.
-        for _ in 0..<Int(Self.connectTimeout / .milliseconds(100)) + 1 where peripheral.isConnected && !client.atReady && !tornDown {
+        for _ in 0..<Int(Self.connectTimeout / .milliseconds(100)) + 1
+        where peripheral.isConnected && !client.atReady && !tornDown {
             await clock.advance(by: .milliseconds(100))
             checkState()
         }
@@ -158,10 +168,13 @@ extension ChaosScenario {
         let transmitted = peripheral.transmittedFrames
         var cursor = transmitted.startIndex
         for call in calls {
-            guard case .sent(let payload) = call.expectation, call.succeeded, strictCalls.contains(call.id) else { continue }
+            guard case .sent(let payload) = call.expectation, call.succeeded, strictCalls.contains(call.id) else {
+                continue
+            }
             guard let found = transmitted[cursor...].firstIndex(of: payload) else {
-                violation("#\(call.id) a send that succeeded (\(Hex.encode(payload.prefix(3)))…) "
-                          + "is not on air, or not in order")
+                violation(
+                    "#\(call.id) a send that succeeded (\(Hex.encode(payload.prefix(3)))…) "
+                        + "is not on air, or not in order")
                 break
             }
             cursor = found + 1
@@ -215,16 +228,25 @@ extension ChaosScenario {
         let record = peripheral.record
         func time(_ value: Duration?) -> String { value.map { "\($0)" } ?? "never" }
         for command in record.commands {
-            trace.append("[\(command.at)] device read #\(command.number) \(command.text.debugDescription) on connection \(command.connection)")
+            trace.append(
+                "[\(command.at)] device read #\(command.number) \(command.text.debugDescription) on connection "
+                    + "\(command.connection)"
+            )
         }
         for emission in record.emissions where emission.output.kind != .radioFrame && emission.output.kind != .noise {
-            trace.append("[\(emission.at)] device wrote \(emission.output.kind) \(emission.output.lines) on connection "
-                         + "\(emission.connection.map(String.init) ?? "none"), \(emission.queued) of \(emission.bytes.count) bytes queued, "
-                         + "delivered \(time(emission.firstDeliveredAt))–\(time(emission.deliveredAt))")
+            trace.append(
+                "[\(emission.at)] device wrote \(emission.output.kind) \(emission.output.lines) on connection "
+                    + "\(emission.connection.map(String.init) ?? "none"), \(emission.queued) of "
+                    + "\(emission.bytes.count) bytes queued, "
+                    + "delivered \(time(emission.firstDeliveredAt))–\(time(emission.deliveredAt))")
         }
         for write in record.hostWrites {
-            let text = { (key: UInt8) in String(decoding: write.bytes.map { $0 ^ key }, as: UTF8.self).debugDescription }
-            trace.append("[\(write.at)] host wrote \(write.bytes.count) bytes on connection \(write.connection): plain \(text(0)), xor \(text(0x5A))")
+            let text = { (key: UInt8) in String(decoding: write.bytes.map { $0 ^ key }, as: UTF8.self).debugDescription
+            }
+            trace.append(
+                "[\(write.at)] host wrote \(write.bytes.count) bytes on connection \(write.connection): plain "
+                    + "\(text(0)), xor \(text(0x5A))"
+            )
         }
     }
 
@@ -235,14 +257,16 @@ extension ChaosScenario {
         let record = peripheral.record
         var emitted: [Int: [(line: String, at: Duration, emission: XTalkDeviceRecord.Emission)]] = [:]
         for emission in record.emissions {
-            guard let connection = emission.connection, emission.queued > 0, let first = emission.firstDeliveredAt else { continue }
+            guard let connection = emission.connection, emission.queued > 0, let first = emission.firstDeliveredAt
+            else { continue }
             for line in emission.output.lines { emitted[connection, default: []].append((line, first, emission)) }
         }
         var used: [Int: Set<Int>] = [:]
         for (line, at, connection) in receivedLines {
             let candidates = emitted[connection] ?? []
             if let index = candidates.indices.first(where: {
-                used[connection, default: []].contains($0) == false && candidates[$0].line == line && candidates[$0].at <= at
+                used[connection, default: []].contains($0) == false && candidates[$0].line == line
+                    && candidates[$0].at <= at
             }) {
                 used[connection, default: []].insert(index)
                 continue
@@ -251,13 +275,18 @@ extension ChaosScenario {
             if !inRightEncoding(from: at, to: at) { continue }
             // (the rest of a line whose start a reset discarded, completed inside the reset's window)
             if candidates.contains(where: { candidate in
-                candidate.line.hasSuffix(line) && resets.contains { reset in
-                    candidate.at <= reset.to && (candidate.emission.deliveredAt ?? at) >= reset.from && at >= reset.from
-                }
-            }) { continue }
+                candidate.line.hasSuffix(line)
+                    && resets.contains { reset in
+                        candidate.at <= reset.to && (candidate.emission.deliveredAt ?? at) >= reset.from
+                            && at >= reset.from
+                    }
+            }) {
+                continue
+            }
             if candidates.contains(where: { $0.emission.queued < $0.emission.bytes.count && $0.at <= at }) { continue }
-            violation("the app received the line \(line.prefix(60).debugDescription) at \(at) on connection \(connection), "
-                      + "which the device did not send there (or sent fewer times)")
+            violation(
+                "the app received the line \(line.prefix(60).debugDescription) at \(at) on connection \(connection), "
+                    + "which the device did not send there (or sent fewer times)")
             return
         }
     }
@@ -274,14 +303,17 @@ extension ChaosScenario {
             }
             tally.framesChecked += 1
             if !received.contains(index) {
-                violation("radio frame \(index), delivered whole at \(emission.deliveredAt ?? .zero) on connection "
-                          + "\(emission.connection ?? 0) in the app's encoding, never reached the app")
+                violation(
+                    "radio frame \(index), delivered whole at \(emission.deliveredAt ?? .zero) on connection "
+                        + "\(emission.connection ?? 0) in the app's encoding, never reached the app")
             }
         }
     }
 
-    private func frameExemption(_ emission: XTalkDeviceRecord.Emission, in record: XTalkDeviceRecord,
-                                resets: [(from: Duration, to: Duration)]) -> String? {
+    private func frameExemption(
+        _ emission: XTalkDeviceRecord.Emission, in record: XTalkDeviceRecord,
+        resets: [(from: Duration, to: Duration)]
+    ) -> String? {
         guard emission.connection != nil else { return "no connection" }
         guard emission.queued > 0 else { return "not subscribed" }
         guard emission.queued == emission.bytes.count else { return "device queue overflowed" }
@@ -289,7 +321,9 @@ extension ChaosScenario {
         if let frozen = eventsAtTeardownTime, delivered >= frozen { return "after teardown" }
         let arriving = emission.firstDeliveredAt ?? delivered
         if !inRightEncoding(from: arriving, to: delivered) { return "wrong encoding" }
-        if resets.contains(where: { $0.from <= delivered && $0.to >= arriving }) { return "decoder reset as it arrived" }
+        if resets.contains(where: { $0.from <= delivered && $0.to >= arriving }) {
+            return "decoder reset as it arrived"
+        }
         // The line before it on the same connection lost its end: the two are one unit.
         if record.followsACutOutput(emission) { return "glued to a line the device cut" }
         // The client ended the link in the very instant the bytes arrived.
@@ -433,15 +467,20 @@ private final class RecordChecker {
         let k = processedCount[key, default: 0]
         processedCount[key] = k + 1
         let lines = fullOccurrences(of: command.text, on: command.connection)
-        if k < lines.count, let exact = wires.first(where: { $0.text == command.text && writeTimes[ObjectIdentifier($0)] == lines[k] }) {
+        if k < lines.count,
+            let exact = wires.first(where: { $0.text == command.text && writeTimes[ObjectIdentifier($0)] == lines[k] })
+        {
             return (exact, .exact)
         }
         let written = wires.compactMap { wire in writeTimes[ObjectIdentifier(wire)].map { (wire, $0) } }
             .filter { $0.1 <= command.at }
             .sorted { $0.1 > $1.1 }
         for (wire, _) in written {
-            if command.text.utf8.count > wire.text.utf8.count, command.text.hasSuffix(wire.text) { return (wire, .damaged) }
-            if !command.text.isEmpty, command.text.utf8.count < wire.text.utf8.count, wire.text.hasPrefix(command.text) {
+            if command.text.utf8.count > wire.text.utf8.count, command.text.hasSuffix(wire.text) {
+                return (wire, .damaged)
+            }
+            if !command.text.isEmpty, command.text.utf8.count < wire.text.utf8.count, wire.text.hasPrefix(command.text)
+            {
                 return (wire, .cut)
             }
         }
@@ -449,7 +488,11 @@ private final class RecordChecker {
         let flipped = command.text.utf8.map { $0 ^ 0x5A }
         for (wire, _) in written where !flipped.isEmpty {
             let line = Array((wire.text + "\r\n").utf8)
-            if line.count >= flipped.count, (0...(line.count - flipped.count)).contains(where: { line[$0..<($0 + flipped.count)].elementsEqual(flipped) }) {
+            if line.count >= flipped.count,
+                (0...(line.count - flipped.count)).contains(where: {
+                    line[$0..<($0 + flipped.count)].elementsEqual(flipped)
+                })
+            {
                 return (wire, .wrongEncoding)
             }
         }
@@ -477,20 +520,24 @@ private final class RecordChecker {
         // Written: when its first bytes were handed to the link, and no later than its window allows.
         let written = writeTime(of: wire)
         if let written, !wire.noWait, endedAt > written + wire.timeout {
-            return .violation("ended at \(endedAt), later than its window (\(wire.timeout) from its write at \(written))")
+            return .violation(
+                "ended at \(endedAt), later than its window (\(wire.timeout) from its write at \(written))")
         }
         switch outcome {
         case .lines(let lines) where !wire.collects:
             if let expected, own?.1 == .exact, lines == expected { return .strict }
-            return excuse(wire, lines, own: own, ownAnswer: ownAnswer) ?? .violation("got \(lines), the device answered \(expected ?? [])")
+            return excuse(wire, lines, own: own, ownAnswer: ownAnswer)
+                ?? .violation("got \(lines), the device answered \(expected ?? [])")
         case .lines(let lines):
             return checkCollected(wire, lines, own: own, expected: expected ?? [])
         case .sent:
             if let own, own.1 == .exact, expected == ["OK"], let finish = sendFinishes[own.0.number],
-               finish.output.lines == ["+SENDFIN:OK"], let at = finish.deliveredAt, at <= endedAt {
+                finish.output.lines == ["+SENDFIN:OK"], let at = finish.deliveredAt, at <= endedAt
+            {
                 return .strict
             }
-            return excuse(wire, nil, own: own, ownAnswer: ownAnswer) ?? .violation("succeeded, but the device did not send it")
+            return excuse(wire, nil, own: own, ownAnswer: ownAnswer)
+                ?? .violation("succeeded, but the device did not send it")
         case .accepted:
             if written != nil { return .strict }
             return .violation("a no-wait call returned, but its line never reached the link")
@@ -500,8 +547,10 @@ private final class RecordChecker {
     }
 
     /// A window of `.collectUntilTimeout`: whole late replies, then a prefix of its own answer.
-    private func checkCollected(_ wire: WireCommand, _ lines: [String], own: (XTalkDeviceRecord.Command, Relation)?,
-                                expected: [String]) -> Verdict {
+    private func checkCollected(
+        _ wire: WireCommand, _ lines: [String], own: (XTalkDeviceRecord.Command, Relation)?,
+        expected: [String]
+    ) -> Verdict {
         var rest = lines[...]
         var late = 0
         while true {
@@ -512,7 +561,8 @@ private final class RecordChecker {
             guard let (emission, length) = lateReply(for: wire, matchingPrefixOf: Array(rest)) else {
                 // The window closed in the middle of a late reply: its first lines.
                 if let partial = candidates(for: wire).first(where: {
-                    $0.output.lines.starts(with: rest) || (scenario.firmwareEchoes && $0.output.lines.dropFirst().starts(with: rest))
+                    $0.output.lines.starts(with: rest)
+                        || (scenario.firmwareEchoes && $0.output.lines.dropFirst().starts(with: rest))
                 }) {
                     consume(partial)
                     return .excused("late reply")
@@ -528,8 +578,10 @@ private final class RecordChecker {
     }
 
     /// Why lines other than the command's own answer are the device's doing or the protocol's limit, if they are.
-    private func excuse(_ wire: WireCommand, _ lines: [String]?, own: (XTalkDeviceRecord.Command, Relation)?,
-                        ownAnswer: XTalkDeviceRecord.Emission?) -> Verdict? {
+    private func excuse(
+        _ wire: WireCommand, _ lines: [String]?, own: (XTalkDeviceRecord.Command, Relation)?,
+        ownAnswer: XTalkDeviceRecord.Emission?
+    ) -> Verdict? {
         guard let endedAt = wire.endedAt else { return nil }
         if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
         if let lines {
@@ -539,7 +591,8 @@ private final class RecordChecker {
             }
             // The device's ERROR to the line behind the remnant the client wrote in the wrong encoding.
             if let own, own.1 == .damaged, let ownAnswer, responseLines(ownAnswer, for: wire.text) == lines,
-               remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text) {
+                remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text)
+            {
                 return .excused("damaged by a wrong-encoding remnant")
             }
         }
@@ -552,23 +605,31 @@ private final class RecordChecker {
         return nil
     }
 
-    private func checkFailure(_ wire: WireCommand, _ error: any Error, cancelled: Bool,
-                              own: (XTalkDeviceRecord.Command, Relation)?, ownAnswer: XTalkDeviceRecord.Emission?,
-                              written: Duration?) -> Verdict {
+    private func checkFailure(
+        _ wire: WireCommand, _ error: any Error, cancelled: Bool,
+        own: (XTalkDeviceRecord.Command, Relation)?, ownAnswer: XTalkDeviceRecord.Emission?,
+        written: Duration?
+    ) -> Verdict {
         guard let endedAt = wire.endedAt else { return .violation("never ended") }
-        guard let error = error as? XTalkBleError else { return .violation("untyped error \(type(of: error)): \(error)") }
+        guard let error = error as? XTalkBleError else {
+            return .violation("untyped error \(type(of: error)): \(error)")
+        }
         let linkEnded = scenario.linkDowns.contains { $0 >= wire.madeAt && $0 <= endedAt }
         switch error {
         case .notConnected:
-            return linkEnded || !wire.clientConnected ? .strict : .violation("notConnected on a connection that stayed up")
+            return linkEnded || !wire.clientConnected
+                ? .strict : .violation("notConnected on a connection that stayed up")
         case .notReady:
             return !wire.clientReady || linkEnded ? .strict : .violation("notReady while the client was ready")
         case .cancelled:
-            if cancelled || scenario.appEndedWorkAt.contains(where: { $0 >= wire.madeAt && $0 <= endedAt }) { return .strict }
+            if cancelled || scenario.appEndedWorkAt.contains(where: { $0 >= wire.madeAt && $0 <= endedAt }) {
+                return .strict
+            }
             return .violation("cancelled, but nobody cancelled it")
         case .busy:
             guard wire.noWait else { return .violation("busy for an awaited call") }
-            return channelWasBusy(at: wire.madeAt, besides: wire) ? .strict : .violation("busy while the channel was free")
+            return channelWasBusy(at: wire.madeAt, besides: wire)
+                ? .strict : .violation("busy while the channel was free")
         case .timeout:
             guard let written else {
                 return linkEnded ? .strict : .violation("timed out, but its line never reached the link")
@@ -576,29 +637,37 @@ private final class RecordChecker {
             // (The timer starts when the line is handed to the write pump, which
             // writes its first chunk at once: the window ends exactly then.)
             if endedAt < written + wire.timeout {
-                return .violation("timed out at \(endedAt), before its window (\(wire.timeout) from its write at \(written)) ended")
+                return .violation(
+                    "timed out at \(endedAt), before its window (\(wire.timeout) from its write at \(written)) ended")
             }
             // Its whole answer arrived in time: only something else in its window explains the miss.
             // (A send completes at its +SENDFIN, not at the OK that accepts it.)
             let completing = wire.text.hasPrefix("AT+SEND=") ? own.flatMap { sendFinishes[$0.0.number] } : ownAnswer
-            if let ownAnswer, let completing, own?.1 == .exact, completing.deliveredWhole, let delivered = completing.deliveredAt,
-               delivered < endedAt {
+            if let ownAnswer, let completing, own?.1 == .exact, completing.deliveredWhole,
+                let delivered = completing.deliveredAt,
+                delivered < endedAt
+            {
                 if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
                 if anotherAnswer(in: wire) != nil { return .excused("late reply in its window") }
                 if deviceCut(before: ownAnswer) { return .excused("device cut a line") }
-                return .violation("timed out although its answer \(ownAnswer.output.lines) arrived whole at \(delivered)")
+                return .violation(
+                    "timed out although its answer \(ownAnswer.output.lines) arrived whole at \(delivered)")
             }
             return .strict
         case .writeFailed(let reason):
             if reason.hasPrefix("the radio could not send the frame"), let own,
-               let finish = sendFinishes[own.0.number], finish.output.lines.first?.hasPrefix("+SENDFIN:FAIL") == true {
+                let finish = sendFinishes[own.0.number], finish.output.lines.first?.hasPrefix("+SENDFIN:FAIL") == true
+            {
                 return .strict
             }
-            if reason.hasPrefix("the device rejected the frame"), let ownAnswer, responseLines(ownAnswer, for: wire.text) == ["ERROR"] {
+            if reason.hasPrefix("the device rejected the frame"), let ownAnswer,
+                responseLines(ownAnswer, for: wire.text) == ["ERROR"]
+            {
                 return .strict
             }
             if linkEnded { return .strict }
-            return excuse(wire, nil, own: own, ownAnswer: ownAnswer) ?? .violation("writeFailed(\(reason)) the device's record does not explain")
+            return excuse(wire, nil, own: own, ownAnswer: ownAnswer)
+                ?? .violation("writeFailed(\(reason)) the device's record does not explain")
         default:
             return .violation("unexpected error \(error)")
         }
@@ -620,7 +689,9 @@ private final class RecordChecker {
             if scenario.impostor && result.didRequireChallenge {
                 return "authenticated an impostor (signature or identity not checked)"
             }
-            if result.identity.deviceID != scenario.expectedDeviceID || result.identity.serial != scenario.expectedSerial {
+            if result.identity.deviceID != scenario.expectedDeviceID
+                || result.identity.serial != scenario.expectedSerial
+            {
                 return "authenticated the wrong identity \(result.identity.did) \(result.identity.serial)"
             }
             let appSwitched = scenario.appEncodingSets.contains { $0 >= call.madeAt && $0 <= (call.endedAt ?? $0) }
@@ -628,18 +699,24 @@ private final class RecordChecker {
                 return "reported encoding \(result.encoding), the device uses \(scenario.firmwareEncoding)"
             }
             if result.didRequireChallenge != scenario.challengeRequired {
-                return "didRequireChallenge \(result.didRequireChallenge), the device requires one: \(scenario.challengeRequired)"
+                return
+                    "didRequireChallenge \(result.didRequireChallenge), the device requires one: "
+                    + "\(scenario.challengeRequired)"
             }
             return nil
         case .failure(let error):
-            guard let error = error as? XTalkDeviceAuthError else { return "untyped error \(type(of: error)): \(error)" }
+            guard let error = error as? XTalkDeviceAuthError else {
+                return "untyped error \(type(of: error)): \(error)"
+            }
             switch error {
-            case .signatureVerificationFailed, .invalidDeviceIdentity, .challengeRetryExhausted, .invalidSignatureLength,
-                 .malformedChallengeReply, .invalidChallenge, .challengeMissing:
+            case .signatureVerificationFailed, .invalidDeviceIdentity, .challengeRetryExhausted,
+                .invalidSignatureLength,
+                .malformedChallengeReply, .invalidChallenge, .challengeMissing:
                 if scenario.impostor || !clean || commandsFailed { return nil }
                 return "\(error) from a genuine device whose every answer was its own"
             case .commandTimedOut, .transportUnavailable, .cancelled, .busy:
-                return commandsFailed || !clean || call.commands.isEmpty ? nil : "\(error) although every command succeeded"
+                return commandsFailed || !clean || call.commands.isEmpty
+                    ? nil : "\(error) although every command succeeded"
             default:
                 return "unexpected \(error)"
             }
@@ -653,11 +730,14 @@ private final class RecordChecker {
     /// An unconsumed answer to another command, delivered inside the window of `wire` after that command's drain ended.
     private func lateReply(for wire: WireCommand, exactly lines: [String]) -> XTalkDeviceRecord.Emission? {
         candidates(for: wire).first { emission in
-            emission.output.lines == lines || (scenario.firmwareEchoes && Array(emission.output.lines.dropFirst()) == lines)
+            emission.output.lines == lines
+                || (scenario.firmwareEchoes && Array(emission.output.lines.dropFirst()) == lines)
         }
     }
 
-    private func lateReply(for wire: WireCommand, matchingPrefixOf lines: [String]) -> (XTalkDeviceRecord.Emission, Int)? {
+    private func lateReply(for wire: WireCommand, matchingPrefixOf lines: [String]) -> (
+        XTalkDeviceRecord.Emission, Int
+    )? {
         for emission in candidates(for: wire) {
             var shapes = [emission.output.lines]
             if scenario.firmwareEchoes { shapes.append(Array(emission.output.lines.dropFirst())) }
@@ -675,7 +755,8 @@ private final class RecordChecker {
         let ownNumber = ownCommand(of: wire)?.0.number
         return record.emissions.filter { emission in
             guard !consumed.contains(emission.number), let first = emission.firstDeliveredAt,
-                  first >= wire.madeAt, first <= endedAt else { return false }
+                first >= wire.madeAt, first <= endedAt
+            else { return false }
             switch emission.output.kind {
             case .answer(let command?):
                 guard command != ownNumber else { return false }
@@ -703,8 +784,10 @@ private final class RecordChecker {
         }
         // Otherwise only a delay explains a late reply: the device's (slow processing, a
         // reply-delay fault) or the link's (the answer queued behind other notifications).
-        guard scenario.delaysReplies || first - emission.at > ChaosScenario.drainQuiet || relation == .cut
-                || owner.epoch < connection else { return false }
+        guard
+            scenario.delaysReplies || first - emission.at > ChaosScenario.drainQuiet || relation == .cut
+                || owner.epoch < connection
+        else { return false }
         if owner.epoch < connection || relation == .cut {
             // An answer owed by an earlier connection: the new one quarantines until that command's deadline.
             let reconnected = record.connectedAt[connection] ?? .zero
@@ -717,7 +800,9 @@ private final class RecordChecker {
 
     /// A command that completed with other lines than its own answer (excused): its answer is still owed.
     private func didNotGetOwnAnswer(_ wire: WireCommand) -> Bool {
-        guard case .lines(let lines)? = wire.successOutcome, let own = ownCommand(of: wire), let answer = answers[own.0.number] else {
+        guard case .lines(let lines)? = wire.successOutcome, let own = ownCommand(of: wire),
+            let answer = answers[own.0.number]
+        else {
             return wire.successOutcome != nil
         }
         let expected = responseLines(answer, for: wire.text)
@@ -740,7 +825,8 @@ private final class RecordChecker {
     private func remnantWasWrittenInWrongEncoding(_ processed: String, before text: String) -> Bool {
         let bytes = Array(processed.utf8)
         let written = bytes.dropLast(text.utf8.count).map { $0 ^ 0x5A }
-        return written.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x0D || $0 == 0x0A } && written.suffix(2) == [0x0D, 0x0A]
+        return written.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x0D || $0 == 0x0A }
+            && written.suffix(2) == [0x0D, 0x0A]
     }
 
     /// When the first bytes of the command's line were handed to the link (in either encoding), if they were.
@@ -754,7 +840,9 @@ private final class RecordChecker {
     func resetWindow(at time: Duration) -> (from: Duration, to: Duration) {
         var to = time
         for wire in wires {
-            guard let written = writeTimes[ObjectIdentifier(wire)], written <= time, let ended = wire.endedAt else { continue }
+            guard let written = writeTimes[ObjectIdentifier(wire)], written <= time, let ended = wire.endedAt else {
+                continue
+            }
             let end = wire.noWait ? wire.madeAt + wire.timeout : ended
             if end >= time { to = max(to, end) }
         }

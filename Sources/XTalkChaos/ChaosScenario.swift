@@ -88,7 +88,8 @@ package final class ChaosScenario {
         firmware.encoding = random.chance(0.5) ? .xor : .plain
         firmware.echo = random.chance(0.3)
         firmware.challengeRequired = random.chance(0.7)
-        firmware.processingDelay = random.chance(0.1) ? .milliseconds(random.int(in: 50...400)) : .milliseconds(random.int(in: 0...5))
+        firmware.processingDelay =
+            random.chance(0.1) ? .milliseconds(random.int(in: 50...400)) : .milliseconds(random.int(in: 0...5))
         if random.chance(0.15) { firmware.faults.replyDelay = .milliseconds(random.int(in: 20...600)) }
         if random.chance(0.1) { firmware.faults.silentCommands = ["AT+PING=t\(random.int(in: 0...20))"] }
         firmware.airtimeBase = .milliseconds(random.int(in: 1...30))
@@ -131,12 +132,16 @@ package final class ChaosScenario {
         let startsRight = random.chance(0.8)
         client.setAtEncoding(startsRight ? firmware.encoding : (firmware.encoding == .xor ? .plain : .xor))
         encodingChanges = [(.zero, client.atEncoding)]
-        note("device: \(firmware.encoding) firmware, echo \(firmware.echo), challenge \(firmware.challengeRequired), "
-             + "impostor \(impostor), processing \(firmware.processingDelay), reply delay \(firmware.faults.replyDelay), "
-             + "silent \(firmware.faults.silentCommands), MTU \(device.link.mtu), interval \(device.link.connectionInterval), "
-             + "\(device.link.packetsPerConnectionEvent)/event, credits \(device.link.writeWithoutResponseCredits), "
-             + "split \(device.link.notificationSplit), write-without-response \(device.gatt.txSupportsWriteWithoutResponse), "
-             + "client starts in \(client.atEncoding)")
+        note(
+            "device: \(firmware.encoding) firmware, echo \(firmware.echo), challenge \(firmware.challengeRequired), "
+                + "impostor \(impostor), processing \(firmware.processingDelay), reply delay "
+                + "\(firmware.faults.replyDelay), "
+                + "silent \(firmware.faults.silentCommands), MTU \(device.link.mtu), interval "
+                + "\(device.link.connectionInterval), "
+                + "\(device.link.packetsPerConnectionEvent)/event, credits \(device.link.writeWithoutResponseCredits), "
+                + "split \(device.link.notificationSplit), write-without-response "
+                + "\(device.gatt.txSupportsWriteWithoutResponse), "
+                + "client starts in \(client.atEncoding)")
     }
 
     /// The longest drain after an operation that did not end cleanly.
@@ -151,7 +156,8 @@ package final class ChaosScenario {
     /// challenge attempts and the identity read, each followed by a drain.
     static var authenticationBound: Duration {
         let configuration = XTalkDeviceAuthConfiguration()
-        let windows = 2 * configuration.probeTimeoutMs + 2 * configuration.strictProbeTimeoutMs
+        let windows =
+            2 * configuration.probeTimeoutMs + 2 * configuration.strictProbeTimeoutMs
             + configuration.maxChallengeAttempts * configuration.challengeTimeoutMs + configuration.identityTimeoutMs
         return .milliseconds(windows) + drainBound * (5 + configuration.maxChallengeAttempts)
     }
@@ -193,7 +199,9 @@ package final class ChaosScenario {
         }
         await finish()
         let merged = (trace + trafficLog.lines).enumerated()
-            .sorted { (ChaosScenario.time(of: $0.element), $0.offset) < (ChaosScenario.time(of: $1.element), $1.offset) }
+            .sorted {
+                (ChaosScenario.time(of: $0.element), $0.offset) < (ChaosScenario.time(of: $1.element), $1.offset)
+            }
             .map(\.element)
         return ChaosReport(seed: seed, violations: violations, trace: merged, calls: calls.count, tally: tally)
     }
@@ -252,32 +260,39 @@ package final class ChaosScenario {
         let token = token()
         let timeout = collect ? random.pick([60, 250, 800]) : random.pick([80, 400, 3_000])
         let mode: XTalkAtResponseMode = collect ? .collectUntilTimeout : .automatic
-        let call = ChaosCall(id: calls.count, what: "AT+PING=\(token) (\(mode), \(timeout) ms)",
-                             expectation: collect ? .collectedPing(token) : .ping(token),
-                             bound: .milliseconds(timeout) + Self.drainBound)
+        let call = ChaosCall(
+            id: calls.count, what: "AT+PING=\(token) (\(mode), \(timeout) ms)",
+            expectation: collect ? .collectedPing(token) : .ping(token),
+            bound: .milliseconds(timeout) + Self.drainBound)
         let client = self.client
         add(call)
         let wire = newCommand(in: call, "AT+PING=" + token, timeoutMs: timeout, collects: collect)
         call.start { [unowned self] in
-            try .lines(await self.tracking(wire) { try await client.runAtCommand("AT+PING=" + token, timeoutMs: timeout, responseMode: mode) })
+            try .lines(
+                await self.tracking(wire) {
+                    try await client.runAtCommand("AT+PING=" + token, timeoutMs: timeout, responseMode: mode)
+                })
         }
     }
 
     private func startSession() {
         let tokens = (0..<random.int(in: 1...3)).map { _ in token() }
-        let call = ChaosCall(id: calls.count, what: "session \(tokens)", expectation: .session(tokens),
-                             bound: (.seconds(3) + Self.drainBound) * tokens.count)
+        let call = ChaosCall(
+            id: calls.count, what: "session \(tokens)", expectation: .session(tokens),
+            bound: (.seconds(3) + Self.drainBound) * tokens.count)
         let client = self.client
         add(call)
         call.start { [unowned self] in
-            .session(try await client.withExclusiveAtSession { session in
-                var responses: [[String]] = []
-                for token in tokens {
-                    let wire = self.newCommand(in: call, "AT+PING=" + token, timeoutMs: 3_000)
-                    responses.append(try await self.tracking(wire) { try await session.runAtCommand("AT+PING=" + token) })
-                }
-                return responses
-            })
+            .session(
+                try await client.withExclusiveAtSession { session in
+                    var responses: [[String]] = []
+                    for token in tokens {
+                        let wire = self.newCommand(in: call, "AT+PING=" + token, timeoutMs: 3_000)
+                        responses.append(
+                            try await self.tracking(wire) { try await session.runAtCommand("AT+PING=" + token) })
+                    }
+                    return responses
+                })
         }
     }
 
@@ -291,13 +306,17 @@ package final class ChaosScenario {
     private func startRfSend() {
         let payload = rfPayload()
         let timeout = random.pick([200, 5_000])
-        let call = ChaosCall(id: calls.count, what: "send \(payload.count) bytes (\(timeout) ms)", expectation: .sent(payload),
-                             bound: .milliseconds(timeout) + Self.drainBound)
+        let call = ChaosCall(
+            id: calls.count, what: "send \(payload.count) bytes (\(timeout) ms)", expectation: .sent(payload),
+            bound: .milliseconds(timeout) + Self.drainBound)
         let client = self.client
         add(call)
         let wire = newCommand(in: call, "AT+SEND=" + Hex.encode(payload), timeoutMs: timeout)
         call.start { [unowned self] in
-            _ = try await self.tracking(wire, sent: true) { try await client.sendRfPayload(payload, timeoutMs: timeout); return [] }
+            _ = try await self.tracking(wire, sent: true) {
+                try await client.sendRfPayload(payload, timeoutMs: timeout)
+                return []
+            }
             return .sent
         }
     }
@@ -307,7 +326,9 @@ package final class ChaosScenario {
         let call = ChaosCall(id: calls.count, what: "no-wait AT+PING=\(token)", expectation: .noWaitPing(token))
         add(call)
         let wire = newCommand(in: call, "AT+PING=" + token, timeoutMs: 3_000, noWait: true)
-        call.complete(catching: { try self.trackingNoWait(wire) { try self.client.sendAtCommandNoWait("AT+PING=" + token) } })
+        call.complete(catching: {
+            try self.trackingNoWait(wire) { try self.client.sendAtCommandNoWait("AT+PING=" + token) }
+        })
     }
 
     private func noWaitRf() {
@@ -355,8 +376,9 @@ package final class ChaosScenario {
     }
 
     private func startAuthentication() {
-        let call = ChaosCall(id: calls.count, what: "authenticate (from \(client.atEncoding))", expectation: .authenticated,
-                             bound: Self.authenticationBound)
+        let call = ChaosCall(
+            id: calls.count, what: "authenticate (from \(client.atEncoding))", expectation: .authenticated,
+            bound: Self.authenticationBound)
         // One authenticator per client, as the integration guide's session holds: a
         // second authenticate() while one runs is refused (.busy) and runs no command.
         let authenticator = self.authenticator ?? makeAuthenticator()
@@ -370,7 +392,8 @@ package final class ChaosScenario {
     }
 
     private func makeAuthenticator() -> XTalkDeviceAuthenticator {
-        let transport = ChaosAuthTransport(ble: client, now: { [clock] in clock.elapsed }) { [unowned self] text, timeoutMs, collects in
+        let transport = ChaosAuthTransport(ble: client, now: { [clock] in clock.elapsed }) {
+            [unowned self] text, timeoutMs, collects in
             let call = self.authenticating ?? self.calls[self.calls.count - 1]
             return self.newCommand(in: call, text, timeoutMs: timeoutMs, collects: collects)
         }
@@ -421,7 +444,9 @@ package final class ChaosScenario {
     private func setEncoding(_ encoding: XTalkAtEncoding, byApp: Bool = true) {
         if byApp { appEncodingSets.append(clock.elapsed) }
         client.setAtEncoding(encoding)
-        if encodingChanges.last?.encoding != client.atEncoding { encodingChanges.append((clock.elapsed, client.atEncoding)) }
+        if encodingChanges.last?.encoding != client.atEncoding {
+            encodingChanges.append((clock.elapsed, client.atEncoding))
+        }
         decoderResets.append(clock.elapsed)
     }
 
@@ -430,10 +455,13 @@ package final class ChaosScenario {
     }
 
     /// A command line `call` runs now.
-    private func newCommand(in call: ChaosCall, _ text: String, timeoutMs: Int, collects: Bool = false,
-                            noWait: Bool = false) -> WireCommand {
-        let wire = WireCommand(text: text, timeout: .milliseconds(timeoutMs), collects: collects, noWait: noWait,
-                               madeAt: clock.elapsed, epoch: peripheral.connections)
+    private func newCommand(
+        in call: ChaosCall, _ text: String, timeoutMs: Int, collects: Bool = false,
+        noWait: Bool = false
+    ) -> WireCommand {
+        let wire = WireCommand(
+            text: text, timeout: .milliseconds(timeoutMs), collects: collects, noWait: noWait,
+            madeAt: clock.elapsed, epoch: peripheral.connections)
         wire.clientConnected = client.connectionState == .connected
         wire.clientReady = client.atReady
         call.commands.append(wire)
@@ -441,8 +469,10 @@ package final class ChaosScenario {
     }
 
     /// Runs an awaited command and records how it ended.
-    private func tracking(_ wire: WireCommand, sent: Bool = false,
-                          _ operation: () async throws -> [String]) async throws -> [String] {
+    private func tracking(
+        _ wire: WireCommand, sent: Bool = false,
+        _ operation: () async throws -> [String]
+    ) async throws -> [String] {
         do {
             let lines = try await operation()
             wire.end(sent ? .sent : .lines(lines), at: clock.elapsed)
@@ -524,8 +554,10 @@ package struct ChaosReport: Sendable {
 
     /// The seed, the violations and the scenario's trace, for a failure message.
     package var description: String {
-        var lines = ["chaos scenario seed \(seed) (replay: XTALK_CHAOS_SEED=\(seed) or xtalk chaos --seed \(seed)): "
-            + (passed ? "passed" : "\(violations.count) violation(s)")]
+        var lines = [
+            "chaos scenario seed \(seed) (replay: XTALK_CHAOS_SEED=\(seed) or xtalk chaos --seed \(seed)): "
+                + (passed ? "passed" : "\(violations.count) violation(s)")
+        ]
         lines += violations.map { "  ✗ " + $0 }
         if !passed { lines += ["  trace:"] + trace.map { "    " + $0 } }
         return lines.joined(separator: "\n")

@@ -25,11 +25,13 @@ enum AuthenticationReplies {
 
     /// The first `+CHAL:` line: `+CHAL:<8 hex id>,<128 hex signature>`.
     static func challenge(_ lines: [String]) -> Result<ChallengeReply, XTalkDeviceAuthError> {
-        guard let body = lines.lazy.compactMap({ rest($0, after: "+CHAL:") }).first else { return .failure(.challengeMissing) }
+        guard let body = lines.lazy.compactMap({ rest($0, after: "+CHAL:") }).first else {
+            return .failure(.challengeMissing)
+        }
         if body.elementsEqual("ERR".utf8) { return .failure(.invalidChallenge) }
         guard let comma = body.firstIndex(of: UInt8(ascii: ",")) else { return .failure(.malformedChallengeReply) }
         guard let deviceID = hex32(body[..<comma]),
-              let signature = Hex.decode(body[(comma + 1)...]), !signature.isEmpty
+            let signature = Hex.decode(body[(comma + 1)...]), !signature.isEmpty
         else { return .failure(.malformedChallengeReply) }
         guard signature.count == 64 else { return .failure(.invalidSignatureLength(signature.count)) }
         return .success(ChallengeReply(deviceID: deviceID, signature: signature))
@@ -61,7 +63,7 @@ enum AuthenticationReplies {
         }
         let characters = Array(fields[2])
         guard characters.count == 12, characters[0] == UInt8(ascii: "X"), characters[1] == UInt8(ascii: "T"),
-              characters[2...].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            characters[2...].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else { return nil }
         func number(_ range: Range<Int>) -> Int {
             characters[range].reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
@@ -70,8 +72,9 @@ enum AuthenticationReplies {
         let week = number(4..<6)
         let serialNumber = number(6..<12)
         guard year <= 63, (1...53).contains(week), serialNumber <= 0x7FFFF else { return nil }
-        return IdentityReply(rawDeviceID: rawDeviceID, source: source, serial: String(decoding: characters, as: UTF8.self),
-                             year: year, week: week, serialNumber: UInt32(serialNumber))
+        return IdentityReply(
+            rawDeviceID: rawDeviceID, source: source, serial: String(decoding: characters, as: UTF8.self),
+            year: year, week: week, serialNumber: UInt32(serialNumber))
     }
 
     /// True when `line` is exactly `text`, byte for byte.
@@ -96,7 +99,9 @@ enum AuthenticationReplies {
     /// The message the device signs: "XTALK-AUTH-V1" ‖ 0x00 ‖ nonce ‖ device id (big-endian).
     static func signedMessage(nonce: [UInt8], deviceID: UInt32) -> [UInt8] {
         Array("XTALK-AUTH-V1".utf8) + [0x00] + nonce
-            + [UInt8(deviceID >> 24), UInt8(truncatingIfNeeded: deviceID >> 16),
-               UInt8(truncatingIfNeeded: deviceID >> 8), UInt8(truncatingIfNeeded: deviceID)]
+            + [
+                UInt8(deviceID >> 24), UInt8(truncatingIfNeeded: deviceID >> 16),
+                UInt8(truncatingIfNeeded: deviceID >> 8), UInt8(truncatingIfNeeded: deviceID),
+            ]
     }
 }

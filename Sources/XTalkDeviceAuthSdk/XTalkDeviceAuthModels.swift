@@ -35,7 +35,8 @@ extension XTalkDeviceAuthError: CustomStringConvertible, LocalizedError {
     public var description: String {
         switch self {
         case .busy: "another authentication is active"
-        case .invalidConfiguration: "the authentication configuration is invalid (every value must be greater than zero)"
+        case .invalidConfiguration:
+            "the authentication configuration is invalid (every value must be greater than zero)"
         case .transportUnavailable: "the transport cannot run commands (not connected or not ready)"
         case .commandTimedOut(let command): "\(command) was not answered in time"
         case .secureRandomUnavailable: "the secure random generator is unavailable"
@@ -93,10 +94,11 @@ public struct XTalkTrustAnchor: Sendable, Hashable {
 
     /// The built-in development anchor. Its private key lives only in the
     /// simulator and the tests: never trust it in production builds.
-    public static let development = XTalkTrustAnchor(unchecked: Data([
-        0x0A, 0x53, 0xA4, 0x44, 0x6A, 0xAB, 0x1A, 0x15, 0x68, 0x71, 0x39, 0xE9, 0xEA, 0x98, 0xC1, 0x23,
-        0x4F, 0xE3, 0xF0, 0x79, 0x4E, 0xE1, 0x98, 0x4C, 0x47, 0x0F, 0xBE, 0x13, 0x72, 0x9E, 0x4D, 0xBB,
-    ]))
+    public static let development = XTalkTrustAnchor(
+        unchecked: Data([
+            0x0A, 0x53, 0xA4, 0x44, 0x6A, 0xAB, 0x1A, 0x15, 0x68, 0x71, 0x39, 0xE9, 0xEA, 0x98, 0xC1, 0x23,
+            0x4F, 0xE3, 0xF0, 0x79, 0x4E, 0xE1, 0x98, 0x4C, 0x47, 0x0F, 0xBE, 0x13, 0x72, 0x9E, 0x4D, 0xBB,
+        ]))
 
     private init(unchecked: Data) {
         rawRepresentation = unchecked

@@ -3,9 +3,9 @@ import XTalkCrypto
 
 // `ObservableObject` is Combine's where Combine exists, XTalkSupport's marker elsewhere.
 #if canImport(Combine)
-import Combine
+    import Combine
 #else
-import Observation
+    import Observation
 #endif
 
 /// Authenticates an xTalk device over a `DeviceAuthTransport`
@@ -24,8 +24,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     @XTalkPublished public private(set) var state: XTalkDeviceAuthState = .idle
 
     #if !canImport(Combine)
-    /// Reports `state` to the Observation framework.
-    public let observationRegistrar = ObservationRegistrar()
+        /// Reports `state` to the Observation framework.
+        public let observationRegistrar = ObservationRegistrar()
     #endif
 
     private let transport: any DeviceAuthTransport
@@ -74,7 +74,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         let session = Session()
         active = session
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<XTalkDeviceAuthResult, any Error>) in
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<XTalkDeviceAuthResult, any Error>) in
                 session.continuation = continuation
                 session.task = Task { @MainActor in
                     let outcome: Result<XTalkDeviceAuthResult, XTalkDeviceAuthError>
@@ -120,8 +121,10 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
 
     // MARK: The flow
 
-    private func run(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session) async throws(XTalkDeviceAuthError)
-        -> XTalkDeviceAuthResult {
+    private func run(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
+        async throws(XTalkDeviceAuthError)
+        -> XTalkDeviceAuthResult
+    {
         try publish(.probing, session)
         let (encoding, required) = try await probe(configuration)
         var signedDeviceID: UInt32?
@@ -138,7 +141,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     /// strict full-window probes in the other encoding, then the current. The
     /// transport leaves the channel clean after an ambiguous probe.
     private func probe(_ configuration: XTalkDeviceAuthConfiguration) async throws(XTalkDeviceAuthError)
-        -> (DeviceAuthAtEncoding, required: Bool) {
+        -> (DeviceAuthAtEncoding, required: Bool)
+    {
         let current = transport.atEncoding
         let other: DeviceAuthAtEncoding = current == .plain ? .xor : .plain
         let probes: [(DeviceAuthAtEncoding, DeviceAuthResponseMode, Int)] = [
@@ -151,7 +155,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
             // Set it even when it looks current: an adapter's reported encoding may lag its connection's.
             transport.setAtEncoding(encoding)
             if case .lines(let lines) = try await send("AT+AUTH?", timeoutMs: timeout, log: true, mode: mode),
-               let required = AuthenticationReplies.probe(lines) {
+                let required = AuthenticationReplies.probe(lines)
+            {
                 return (encoding, required)
             }
         }
@@ -161,8 +166,10 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     /// Runs challenge attempts until one verifies. Timeouts, missing,
     /// malformed and rejected replies are retried; a signature that does not
     /// verify is not. Returns the identifier the device signed.
-    private func challenge(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session) async throws(XTalkDeviceAuthError)
-        -> UInt32 {
+    private func challenge(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
+        async throws(XTalkDeviceAuthError)
+        -> UInt32
+    {
         let attempts = configuration.maxChallengeAttempts
         var lastFailure = XTalkDeviceAuthError.challengeMissing
         for attempt in 1...attempts {
@@ -175,8 +182,9 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
             }
             guard nonce.count == 16 else { throw .secureRandomUnavailable }
             // log: false: neither the challenge nor the signature reaches any log.
-            let reply = try await send("AT+CHAL=" + Hex.encode(nonce),
-                                       timeoutMs: configuration.challengeTimeoutMs, log: false, mode: .automatic)
+            let reply = try await send(
+                "AT+CHAL=" + Hex.encode(nonce),
+                timeoutMs: configuration.challengeTimeoutMs, log: false, mode: .automatic)
             guard case .lines(let lines) = reply else {
                 lastFailure = .commandTimedOut("AT+CHAL")
                 continue
@@ -186,7 +194,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
                 lastFailure = failure
             case .success(let signed):
                 let message = AuthenticationReplies.signedMessage(nonce: nonce, deviceID: signed.deviceID)
-                guard skipsSignatureCheck || Self.verify(signed.signature, message, anchors: configuration.trustAnchors) else {
+                guard skipsSignatureCheck || Self.verify(signed.signature, message, anchors: configuration.trustAnchors)
+                else {
                     throw .signatureVerificationFailed
                 }
                 return signed.deviceID
@@ -200,24 +209,33 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     /// that cannot verify fails closed.
     static func verify(_ signature: [UInt8], _ message: [UInt8], anchors: [XTalkTrustAnchor]) -> Bool {
         anchors.contains { anchor in
-            guard let key = try? Ed25519PublicKey(rawRepresentation: Array(anchor.rawRepresentation)) else { return false }
+            guard let key = try? Ed25519PublicKey(rawRepresentation: Array(anchor.rawRepresentation)) else {
+                return false
+            }
             return (try? key.isValidSignature(signature, for: message)) == true
         }
     }
 
     /// Reads `AT+ID?` and checks it: the serial parses, its fields build the
     /// canonical identifier, and that identifier is the one the device signed.
-    private func readIdentity(_ configuration: XTalkDeviceAuthConfiguration, signedDeviceID: UInt32?) async throws(XTalkDeviceAuthError)
-        -> XTalkDeviceIdentity {
+    private func readIdentity(_ configuration: XTalkDeviceAuthConfiguration, signedDeviceID: UInt32?)
+        async throws(XTalkDeviceAuthError)
+        -> XTalkDeviceIdentity
+    {
         let reply = try await send("AT+ID?", timeoutMs: configuration.identityTimeoutMs, log: true, mode: .automatic)
         guard case .lines(let lines) = reply else { throw .commandTimedOut("AT+ID?") }
         guard let identity = AuthenticationReplies.identity(lines) else { throw .invalidDeviceIdentity }
         let canonical = XTalkDeviceIDCodec.canonicalize(identity.rawDeviceID)
-        guard XTalkDeviceIDCodec.fromSn(year: identity.year, week: identity.week, serial: identity.serialNumber) == canonical
+        guard
+            XTalkDeviceIDCodec.fromSn(year: identity.year, week: identity.week, serial: identity.serialNumber)
+                == canonical
         else { throw .invalidDeviceIdentity }
-        if let signedDeviceID, XTalkDeviceIDCodec.canonicalize(signedDeviceID) != canonical { throw .invalidDeviceIdentity }
-        return XTalkDeviceIdentity(deviceID: canonical, did: "did:xtalk:" + XTalkDeviceIDCodec.hex8(canonical),
-                                   serial: identity.serial, source: identity.source)
+        if let signedDeviceID, XTalkDeviceIDCodec.canonicalize(signedDeviceID) != canonical {
+            throw .invalidDeviceIdentity
+        }
+        return XTalkDeviceIdentity(
+            deviceID: canonical, did: "did:xtalk:" + XTalkDeviceIDCodec.hex8(canonical),
+            serial: identity.serial, source: identity.source)
     }
 
     private enum Reply {
@@ -227,8 +245,10 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
 
     /// Runs one command; a timeout is a reply, cancellation and any other
     /// transport failure are errors.
-    private func send(_ command: String, timeoutMs: Int, log: Bool, mode: DeviceAuthResponseMode) async throws(XTalkDeviceAuthError)
-        -> Reply {
+    private func send(_ command: String, timeoutMs: Int, log: Bool, mode: DeviceAuthResponseMode)
+        async throws(XTalkDeviceAuthError)
+        -> Reply
+    {
         if Task.isCancelled { throw .cancelled }
         do {
             return .lines(try await transport.runAtCommand(command, timeoutMs: timeoutMs, log: log, responseMode: mode))
@@ -244,5 +264,5 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
 }
 
 #if !canImport(Combine)
-extension XTalkDeviceAuthenticator: XTalkObservationHost {}
+    extension XTalkDeviceAuthenticator: XTalkObservationHost {}
 #endif

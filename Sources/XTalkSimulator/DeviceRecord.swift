@@ -95,11 +95,15 @@ package struct XTalkDeviceRecord: Sendable {
         connectedAt[number] = time
     }
 
-    mutating func recordEmission(_ output: XTalkDeviceOutput, bytes: [UInt8], at time: Duration,
-                                 connection: Int?, queued: Int, streamStart: Int) {
+    mutating func recordEmission(
+        _ output: XTalkDeviceOutput, bytes: [UInt8], at time: Duration,
+        connection: Int?, queued: Int, streamStart: Int
+    ) {
         let number = firstEmission + emissions.count
-        emissions.append(Emission(number: number, output: output, bytes: bytes, at: time, connection: connection,
-                                  queued: queued, streamStart: streamStart))
+        emissions.append(
+            Emission(
+                number: number, output: output, bytes: bytes, at: time, connection: connection,
+                queued: queued, streamStart: streamStart))
         if connection != nil && queued > 0 { undelivered.append(number) }
         if emissions.count > 2 * Self.limit {
             let drop = emissions.count - Self.limit
@@ -133,9 +137,11 @@ package struct XTalkDeviceRecord: Sendable {
     /// just before `emission` on the same connection: that output lost its
     /// end, and what the host reads joins the two.
     package func followsACutOutput(_ emission: Emission) -> Bool {
-        guard let before = emissions.last(where: {
-            $0.connection == emission.connection && $0.number < emission.number && $0.queued > 0
-        }) else { return false }
+        guard
+            let before = emissions.last(where: {
+                $0.connection == emission.connection && $0.number < emission.number && $0.queued > 0
+            })
+        else { return false }
         return before.queued < before.bytes.count
     }
 

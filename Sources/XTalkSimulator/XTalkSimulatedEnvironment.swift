@@ -47,8 +47,8 @@ public final class XTalkSimulatedEnvironment {
     /// When set, the platform reports scans as failed with this reason.
     public var scanFailure: String?
     #if os(Linux)
-    /// The CoreBluetooth stand-in's radio, while a client uses it.
-    package var coreBluetoothRadio: SimulatedCoreBluetoothRadio?
+        /// The CoreBluetooth stand-in's radio, while a client uses it.
+        package var coreBluetoothRadio: SimulatedCoreBluetoothRadio?
     #endif
 
     private var scanning = false
@@ -71,8 +71,9 @@ public final class XTalkSimulatedEnvironment {
         bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
         seed: UInt64 = 0x5EED
     ) {
-        self.init(devices: devices, scheduler: ClockTimerScheduler(clock: ContinuousClock()), virtualClock: nil,
-                  bluetoothState: bluetoothState, seed: seed)
+        self.init(
+            devices: devices, scheduler: ClockTimerScheduler(clock: ContinuousClock()), virtualClock: nil,
+            bluetoothState: bluetoothState, seed: seed)
     }
 
     private init(
@@ -130,7 +131,7 @@ public final class XTalkSimulatedEnvironment {
         for peripheral in peripherals { peripheral.shutDown() }
         central.cancelInFlight()
         #if os(Linux)
-        coreBluetoothRadio?.shutDown()
+            coreBluetoothRadio?.shutDown()
         #endif
         isShutDown = true
     }
@@ -166,7 +167,9 @@ public final class XTalkSimulatedEnvironment {
     /// device is free (a connected device does not advertise).
     func resumeAdvertising(_ peripheral: XTalkSimulatedPeripheral, firstWithin: Bool = true) {
         stopAdvertising(peripheral)
-        guard scanning, !isShutDown, case .disconnected = peripheral.connectionState, matchesFilter(peripheral) else { return }
+        guard scanning, !isShutDown, case .disconnected = peripheral.connectionState, matchesFilter(peripheral) else {
+            return
+        }
         let interval = max(peripheral.device.advertisingInterval, .milliseconds(20))
         let delay: Duration
         if firstWithin {
@@ -218,7 +221,9 @@ public final class XTalkSimulatedEnvironment {
     private func randomUUIDBytes() -> uuid_t {
         let b = random.bytes(16)
         // Version 4, RFC 4122 variant: a well-formed random UUID from the seeded generator.
-        return (b[0], b[1], b[2], b[3], b[4], b[5], (b[6] & 0x0F) | 0x40, b[7],
-                (b[8] & 0x3F) | 0x80, b[9], b[10], b[11], b[12], b[13], b[14], b[15])
+        return (
+            b[0], b[1], b[2], b[3], b[4], b[5], (b[6] & 0x0F) | 0x40, b[7],
+            (b[8] & 0x3F) | 0x80, b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+        )
     }
 }

@@ -67,7 +67,8 @@ public final class XTalkSimulatedPeripheral {
             return
         }
         let (queued, start) = link.deviceOutput(bytes)
-        deviceRecord.recordEmission(what, bytes: bytes, at: now, connection: connectionCount, queued: queued, streamStart: start)
+        deviceRecord.recordEmission(
+            what, bytes: bytes, at: now, connection: connectionCount, queued: queued, streamStart: start)
     }
 
     /// The host handed a write of the passthrough's TX to the link.
@@ -220,7 +221,9 @@ public final class XTalkSimulatedPeripheral {
         guard case .connecting = connectionState else { return }
         if device.link.refusesConnection {
             connectionState = .disconnected
-            post(.failedToConnect(peripheral: id, error: BleBackendError(.connectionFailed, "the device refused the connection")))
+            post(
+                .failedToConnect(
+                    peripheral: id, error: BleBackendError(.connectionFailed, "the device refused the connection")))
             return
         }
         connectionCount += 1
@@ -254,8 +257,11 @@ public final class XTalkSimulatedPeripheral {
         guard case .connected = connectionState else { return }
         tearDown()
         let attempt = self.attempt
-        environment.central.post(after: device.link.supervisionTimeout, .disconnected(
-            peripheral: id, error: BleBackendError(.peripheralDisconnected, "the peripheral disconnected"))) { [weak self] in
+        environment.central.post(
+            after: device.link.supervisionTimeout,
+            .disconnected(
+                peripheral: id, error: BleBackendError(.peripheralDisconnected, "the peripheral disconnected"))
+        ) { [weak self] in
             guard let self else { return false }
             return !self.abandonedAttempts.contains(attempt)
         }

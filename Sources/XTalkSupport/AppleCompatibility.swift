@@ -10,25 +10,25 @@
 // With OpenCombine or another Combine port imported too, qualify the names.
 
 #if canImport(Combine)
-@_exported import Combine
+    @_exported import Combine
 #else
-/// Linux stand-in for Combine's `ObservableObject`: a marker protocol.
-public protocol ObservableObject: AnyObject {}
+    /// Linux stand-in for Combine's `ObservableObject`: a marker protocol.
+    public protocol ObservableObject: AnyObject {}
 
-/// Linux stand-in for Combine's `@Published`: plain storage, no publisher.
-@propertyWrapper
-public struct Published<Value> {
-    /// The stored value.
-    public var wrappedValue: Value
+    /// Linux stand-in for Combine's `@Published`: plain storage, no publisher.
+    @propertyWrapper
+    public struct Published<Value> {
+        /// The stored value.
+        public var wrappedValue: Value
 
-    /// Stores the initial value.
-    public init(wrappedValue: Value) {
-        self.wrappedValue = wrappedValue
+        /// Stores the initial value.
+        public init(wrappedValue: Value) {
+            self.wrappedValue = wrappedValue
+        }
+
+        /// Stores the initial value (Combine's older spelling).
+        public init(initialValue: Value) {
+            wrappedValue = initialValue
+        }
     }
-
-    /// Stores the initial value (Combine's older spelling).
-    public init(initialValue: Value) {
-        wrappedValue = initialValue
-    }
-}
 #endif

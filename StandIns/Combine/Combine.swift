@@ -305,7 +305,8 @@ final class Conduit<Downstream: Subscriber>: BroadcastConduit<Downstream.Input, 
     private weak var parent: Broadcaster<Downstream.Input, Downstream.Failure>?
 
     /// A subscription of `downstream` to `parent`; with `initial`, it keeps the newest value (current-value semantics).
-    init(downstream: Downstream, parent: Broadcaster<Downstream.Input, Downstream.Failure>, initial: Downstream.Input?) {
+    init(downstream: Downstream, parent: Broadcaster<Downstream.Input, Downstream.Failure>, initial: Downstream.Input?)
+    {
         self.downstream = downstream
         self.parent = parent
         keepsLatest = initial != nil
@@ -518,7 +519,7 @@ public final class ObservableObjectPublisher: Publisher {
 public protocol ObservableObject: AnyObject {
     /// The announcing publisher; by default an `ObservableObjectPublisher` fed by the `@Published` properties.
     associatedtype ObjectWillChangePublisher: Publisher = ObservableObjectPublisher
-        where ObjectWillChangePublisher.Failure == Never
+    where ObjectWillChangePublisher.Failure == Never
 
     /// Announces every change before it happens.
     var objectWillChange: ObjectWillChangePublisher { get }

@@ -184,20 +184,28 @@ struct UncheckedBox<Value>: @unchecked Sendable {
 public protocol CBCentralManagerDelegate: NSObjectProtocol {
     func centralManagerDidUpdateState(_ central: CBCentralManager)
     func centralManager(_ central: CBCentralManager, willRestoreState dict: [String: Any])
-    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
-                        advertisementData: [String: Any], rssi RSSI: NSNumber)
+    func centralManager(
+        _ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+        advertisementData: [String: Any], rssi RSSI: NSNumber)
     func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral)
     func centralManager(_ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: (any Error)?)
-    func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?)
+    func centralManager(
+        _ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?)
 }
 
 extension CBCentralManagerDelegate {
     public func centralManager(_ central: CBCentralManager, willRestoreState dict: [String: Any]) {}
-    public func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
-                               advertisementData: [String: Any], rssi RSSI: NSNumber) {}
+    public func centralManager(
+        _ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+        advertisementData: [String: Any], rssi RSSI: NSNumber
+    ) {}
     public func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {}
-    public func centralManager(_ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: (any Error)?) {}
-    public func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?) {}
+    public func centralManager(
+        _ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: (any Error)?
+    ) {}
+    public func centralManager(
+        _ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?
+    ) {}
 }
 
 // MARK: CBPeer and CBPeripheral  [A cbpeer, cbperipheral; H CBPeripheral.h]
@@ -321,7 +329,8 @@ open class CBPeripheral: CBPeer {
     }
 }
 
-// MARK: CBPeripheralDelegate: every member is optional  [A cbperipheraldelegate; H CBPeripheral.h; N CBMPeripheralDelegate.swift]
+// MARK: CBPeripheralDelegate: every member is optional  [A cbperipheraldelegate; H CBPeripheral.h; N
+// CBMPeripheralDelegate.swift]
 
 /// [A cbperipheraldelegate] Every member is `@objc optional` on Apple: no-op defaults below.
 public protocol CBPeripheralDelegate: NSObjectProtocol {
@@ -329,8 +338,9 @@ public protocol CBPeripheralDelegate: NSObjectProtocol {
     func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: (any Error)?)
     func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: (any Error)?)
     func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: (any Error)?)
-    func peripheral(_ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic,
-                    error: (any Error)?)
+    func peripheral(
+        _ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic,
+        error: (any Error)?)
     func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral)
     func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService])
     func peripheral(_ peripheral: CBPeripheral, didReadRSSI RSSI: NSNumber, error: (any Error)?)
@@ -338,17 +348,26 @@ public protocol CBPeripheralDelegate: NSObjectProtocol {
 
 extension CBPeripheralDelegate {
     public func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: (any Error)?) {}
-    public func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: (any Error)?) {}
-    public func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: (any Error)?) {}
-    public func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: (any Error)?) {}
-    public func peripheral(_ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic,
-                           error: (any Error)?) {}
+    public func peripheral(
+        _ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: (any Error)?
+    ) {}
+    public func peripheral(
+        _ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: (any Error)?
+    ) {}
+    public func peripheral(
+        _ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: (any Error)?
+    ) {}
+    public func peripheral(
+        _ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic,
+        error: (any Error)?
+    ) {}
     public func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral) {}
     public func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService]) {}
     public func peripheral(_ peripheral: CBPeripheral, didReadRSSI RSSI: NSNumber, error: (any Error)?) {}
 }
 
-// MARK: Attributes, UUIDs and properties  [A cbattribute, cbservice, cbcharacteristic, cbuuid, cbcharacteristicproperties]
+// MARK: Attributes, UUIDs and properties  [A cbattribute, cbservice, cbcharacteristic, cbuuid,
+// cbcharacteristicproperties]
 
 /// [A cbattribute] `init()` is unavailable to apps.
 open class CBAttribute: NSObject {
@@ -493,10 +512,10 @@ public struct CBError: Error, Hashable, Sendable, CustomStringConvertible {
     /// [A cberror-swift.struct/code]
     public enum Code: Int, Sendable {
         case unknown = 0, invalidParameters, invalidHandle, notConnected, outOfSpace, operationCancelled,
-             connectionTimeout, peripheralDisconnected, uuidNotAllowed, alreadyAdvertising, connectionFailed,
-             connectionLimitReached, unknownDevice, operationNotSupported, peerRemovedPairingInformation,
-             encryptionTimedOut, tooManyLEPairedDevices, leGattExceededBackgroundNotificationLimit,
-             leGattNearBackgroundNotificationLimit
+            connectionTimeout, peripheralDisconnected, uuidNotAllowed, alreadyAdvertising, connectionFailed,
+            connectionLimitReached, unknownDevice, operationNotSupported, peerRemovedPairingInformation,
+            encryptionTimedOut, tooManyLEPairedDevices, leGattExceededBackgroundNotificationLimit,
+            leGattNearBackgroundNotificationLimit
     }
 
     public let code: Code
@@ -517,9 +536,9 @@ public struct CBATTError: Error, Hashable, Sendable, CustomStringConvertible {
     /// [A cbatterror-swift.struct/code]
     public enum Code: Int, Sendable {
         case success = 0, invalidHandle, readNotPermitted, writeNotPermitted, invalidPdu, insufficientAuthentication,
-             requestNotSupported, invalidOffset, insufficientAuthorization, prepareQueueFull, attributeNotFound,
-             attributeNotLong, insufficientEncryptionKeySize, invalidAttributeValueLength, unlikelyError,
-             insufficientEncryption, unsupportedGroupType, insufficientResources
+            requestNotSupported, invalidOffset, insufficientAuthorization, prepareQueueFull, attributeNotFound,
+            attributeNotLong, insufficientEncryptionKeySize, invalidAttributeValueLength, unlikelyError,
+            insufficientEncryption, unsupportedGroupType, insufficientResources
     }
 
     public let code: Code
@@ -565,15 +584,20 @@ public protocol CBStandInRadio: AnyObject {
     func connect(_ manager: CBCentralManager, _ peripheral: CBPeripheral)
     func cancelConnection(_ manager: CBCentralManager, _ peripheral: CBPeripheral)
     func discoverServices(_ manager: CBCentralManager, _ peripheral: CBPeripheral, _ uuids: [CBUUID]?)
-    func discoverCharacteristics(_ manager: CBCentralManager, _ peripheral: CBPeripheral, _ uuids: [CBUUID]?,
-                                 for service: CBService)
+    func discoverCharacteristics(
+        _ manager: CBCentralManager, _ peripheral: CBPeripheral, _ uuids: [CBUUID]?,
+        for service: CBService)
     func readValue(_ manager: CBCentralManager, _ peripheral: CBPeripheral, for characteristic: CBCharacteristic)
-    func writeValue(_ manager: CBCentralManager, _ peripheral: CBPeripheral, _ data: Data,
-                    for characteristic: CBCharacteristic, type: CBCharacteristicWriteType)
-    func setNotifyValue(_ manager: CBCentralManager, _ peripheral: CBPeripheral, _ enabled: Bool,
-                        for characteristic: CBCharacteristic)
-    func maximumWriteValueLength(_ manager: CBCentralManager, _ peripheral: CBPeripheral,
-                                 type: CBCharacteristicWriteType) -> Int
+    func writeValue(
+        _ manager: CBCentralManager, _ peripheral: CBPeripheral, _ data: Data,
+        for characteristic: CBCharacteristic, type: CBCharacteristicWriteType)
+    func setNotifyValue(
+        _ manager: CBCentralManager, _ peripheral: CBPeripheral, _ enabled: Bool,
+        for characteristic: CBCharacteristic)
+    func maximumWriteValueLength(
+        _ manager: CBCentralManager, _ peripheral: CBPeripheral,
+        type: CBCharacteristicWriteType
+    ) -> Int
     /// A command CoreBluetooth would refuse with an "API MISUSE" log.
     func apiMisuse(_ message: String)
 }

@@ -57,7 +57,9 @@ public enum Curve25519 {
                 guard seed.count == LibCryptoEd25519.keyLength else { throw CryptoKitError.incorrectKeySize }
                 self.seed = seed
                 publicKey = try Curve25519.Signing.PublicKey(
-                    rawRepresentation: libCrypto { () throws(LibCryptoError) in try LibCryptoEd25519.publicKey(fromSeed: seed) })
+                    rawRepresentation: libCrypto { () throws(LibCryptoError) in
+                        try LibCryptoEd25519.publicKey(fromSeed: seed)
+                    })
             }
 
             /// The 32-byte seed.
@@ -67,7 +69,10 @@ public enum Curve25519 {
             public func signature<D: DataProtocol>(for data: D) throws -> Data {
                 let message = [UInt8](data)
                 let seed = seed
-                return Data(try libCrypto { () throws(LibCryptoError) in try LibCryptoEd25519.signature(for: message, seed: seed) })
+                return Data(
+                    try libCrypto { () throws(LibCryptoError) in
+                        try LibCryptoEd25519.signature(for: message, seed: seed)
+                    })
             }
         }
 
@@ -92,7 +97,8 @@ public enum Curve25519 {
             public func isValidSignature<S: DataProtocol, D: DataProtocol>(_ signature: S, for data: D) -> Bool {
                 let signature = [UInt8](signature)
                 guard signature.count == LibCryptoEd25519.signatureLength else { return false }
-                return (try? LibCryptoEd25519.isValidSignature(signature, for: [UInt8](data), publicKey: bytes)) ?? false
+                return (try? LibCryptoEd25519.isValidSignature(signature, for: [UInt8](data), publicKey: bytes))
+                    ?? false
             }
         }
     }

@@ -206,13 +206,14 @@ enum StandInLogSink {
     /// Renders one record the way `log stream` shows it, and prints it if enabled.
     static func write(level: OSLogType, subsystem: String, category: String, _ text: String) {
         guard enabled else { return }
-        let name = switch level {
-        case .debug: "Debug"
-        case .info: "Info"
-        case .error: "Error"
-        case .fault: "Fault"
-        default: "Default"
-        }
+        let name =
+            switch level {
+            case .debug: "Debug"
+            case .info: "Info"
+            case .error: "Error"
+            case .fault: "Fault"
+            default: "Default"
+            }
         // write(2) on the descriptor rather than stdio's `stderr`, a C global Swift 6 deems unsafe to share.
         var line = "[\(subsystem):\(category)] \(name): \(text)\n"
         line.withUTF8 { bytes in _ = Glibc.write(STDERR_FILENO, bytes.baseAddress, bytes.count) }

@@ -3,7 +3,8 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 
-@Suite("AT commands and radio payloads through the client (seed 000, PROTOCOL.md sections 6–7)", .timeLimit(.minutes(5)))
+@Suite(
+    "AT commands and radio payloads through the client (seed 000, PROTOCOL.md sections 6–7)", .timeLimit(.minutes(5)))
 @MainActor
 struct AtChannelTests {
     @Test("runAtCommand returns the response lines, final code included", arguments: XTalkAtEncoding.allCases)
@@ -27,7 +28,8 @@ struct AtChannelTests {
         device.firmware.echo = true
         let harness = ClientHarness(devices: [device])
         await harness.connect()
-        #expect(try await harness.run { try await harness.client.runAtCommand("AT+PING=echo1") } == ["+PING:echo1", "OK"])
+        #expect(
+            try await harness.run { try await harness.client.runAtCommand("AT+PING=echo1") } == ["+PING:echo1", "OK"])
         #expect(harness.atLines.contains("AT+PING=echo1"), "the echo is still an event")
         await harness.finish()
     }
@@ -90,9 +92,10 @@ struct AtChannelTests {
         #expect(lines == ["+AUTH:1", "OK"])
         #expect(harness.clock.elapsed - start >= .milliseconds(600), "the whole window")
         harness.peripheral.device.firmware.faults.silent = true
-        #expect(try await harness.run {
-            try await harness.client.runAtCommand("AT+AUTH?", timeoutMs: 600, responseMode: .collectUntilTimeout)
-        } == [])
+        #expect(
+            try await harness.run {
+                try await harness.client.runAtCommand("AT+AUTH?", timeoutMs: 600, responseMode: .collectUntilTimeout)
+            } == [])
         await harness.finish()
     }
 
@@ -206,7 +209,8 @@ struct AtChannelTests {
     func fifo() async throws {
         let harness = ClientHarness()
         await harness.connect()
-        let tasks = (0..<20).map { index in harness.start { try await harness.client.runAtCommand("AT+PING=t\(index)") } }
+        let tasks = (0..<20).map { index in harness.start { try await harness.client.runAtCommand("AT+PING=t\(index)") }
+        }
         let results = try await harness.run {
             var all: [[String]] = []
             for task in tasks { all.append(try await task.value) }
@@ -225,7 +229,9 @@ struct AtChannelTests {
         let session = harness.start {
             try await client.withExclusiveAtSession { session -> [[String]] in
                 let a = try await session.runAtCommand("AT+PING=s1")
-                let nested = try await session.withExclusiveAtSession { inner in try await inner.runAtCommand("AT+PING=s2") }
+                let nested = try await session.withExclusiveAtSession { inner in
+                    try await inner.runAtCommand("AT+PING=s2")
+                }
                 let c = try await session.runAtCommand("AT+PING=s3")
                 return [a, nested, c]
             }

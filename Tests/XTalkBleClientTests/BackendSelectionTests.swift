@@ -3,11 +3,11 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 #if os(Linux)
-#if canImport(XTalkCoreBluetoothStandIn)
-import XTalkCoreBluetoothStandIn
-#else
-import CoreBluetooth  // the stand-in, under Apple's name (XTALK_APPLE_STANDINS=1)
-#endif
+    #if canImport(XTalkCoreBluetoothStandIn)
+        import XTalkCoreBluetoothStandIn
+    #else
+        import CoreBluetooth  // the stand-in, under Apple's name (XTALK_APPLE_STANDINS=1)
+    #endif
 #endif
 
 /// CI runs this suite twice: as is, and with `XTALK_BACKEND=corebluetooth`
@@ -19,8 +19,9 @@ import CoreBluetooth  // the stand-in, under Apple's name (XTALK_APPLE_STANDINS=
 struct BackendSelectionTests {
     @Test("XTALK_BACKEND names a known backend")
     func knownBackend() {
-        #expect(["simulator", "corebluetooth"].contains(ClientHarness.backendName),
-                "XTALK_BACKEND=\(ClientHarness.backendName) is not a backend this suite knows")
+        #expect(
+            ["simulator", "corebluetooth"].contains(ClientHarness.backendName),
+            "XTALK_BACKEND=\(ClientHarness.backendName) is not a backend this suite knows")
     }
 
     @Test("the harness built the backend XTALK_BACKEND names, and the connection went through it")
@@ -28,22 +29,26 @@ struct BackendSelectionTests {
         let harness = ClientHarness()
         await harness.connect()
         #if os(Linux)
-        let radio = harness.environment.coreBluetoothRadio
+            let radio = harness.environment.coreBluetoothRadio
         #else
-        let radio: Never? = nil
+            let radio: Never? = nil
         #endif
         if ClientHarness.backendName == "corebluetooth" {
             #if os(Linux)
-            let manager = try #require(radio?.centralManager, "a CoreBluetooth central manager over the stand-in")
-            let peripheral = try #require(manager.retrievePeripherals(withIdentifiers: [harness.peripheral.id]).first)
-            #expect(peripheral.services?.isEmpty == false, "services were discovered through CoreBluetooth")
+                let manager = try #require(radio?.centralManager, "a CoreBluetooth central manager over the stand-in")
+                let peripheral = try #require(
+                    manager.retrievePeripherals(withIdentifiers: [harness.peripheral.id]).first)
+                #expect(peripheral.services?.isEmpty == false, "services were discovered through CoreBluetooth")
             #else
-            Issue.record("XTALK_BACKEND=corebluetooth is a Linux stand-in run")
+                Issue.record("XTALK_BACKEND=corebluetooth is a Linux stand-in run")
             #endif
         } else {
             #expect(radio == nil, "the simulated central, with no CoreBluetooth stand-in")
         }
-        #expect(try await harness.run { try await harness.client.runAtCommand("AT+PING=backend") } == ["+PING:backend", "OK"])
+        #expect(
+            try await harness.run { try await harness.client.runAtCommand("AT+PING=backend") } == [
+                "+PING:backend", "OK",
+            ])
         await harness.finish()
     }
 }

@@ -35,42 +35,57 @@ struct BadInputTableTests {
         var cases: [Case] = []
         for (text, reason) in badCommandTexts {
             let shown = text.debugDescription
-            cases.append(Case(name: "runAtCommand(\(shown))", error: invalid(reason)) { client in
-                _ = try await client.runAtCommand(text)
-            })
-            cases.append(Case(name: "runAtCommand(\(shown), .collectUntilTimeout)", error: invalid(reason)) { client in
-                _ = try await client.runAtCommand(text, timeoutMs: 100, responseMode: .collectUntilTimeout)
-            })
-            cases.append(Case(name: "sendAtCommandNoWait(\(shown))", error: invalid(reason)) { client in
-                try client.sendAtCommandNoWait(text)
-            })
-            cases.append(Case(name: "session.runAtCommand(\(shown))", error: invalid(reason)) { client in
-                try await client.withExclusiveAtSession { session in _ = try await session.runAtCommand(text) }
-            })
+            cases.append(
+                Case(name: "runAtCommand(\(shown))", error: invalid(reason)) { client in
+                    _ = try await client.runAtCommand(text)
+                })
+            cases.append(
+                Case(name: "runAtCommand(\(shown), .collectUntilTimeout)", error: invalid(reason)) { client in
+                    _ = try await client.runAtCommand(text, timeoutMs: 100, responseMode: .collectUntilTimeout)
+                })
+            cases.append(
+                Case(name: "sendAtCommandNoWait(\(shown))", error: invalid(reason)) { client in
+                    try client.sendAtCommandNoWait(text)
+                })
+            cases.append(
+                Case(name: "session.runAtCommand(\(shown))", error: invalid(reason)) { client in
+                    try await client.withExclusiveAtSession { session in _ = try await session.runAtCommand(text) }
+                })
         }
         for timeout in [0, -1, Int.min] {
             let reason = "invalid timeout: \(timeout) ms (it must be greater than zero)"
-            cases.append(Case(name: "runAtCommand(timeoutMs: \(timeout))", error: invalid(reason)) { client in
-                _ = try await client.runAtCommand("AT", timeoutMs: timeout)
-            })
-            cases.append(Case(name: "session.runAtCommand(timeoutMs: \(timeout))", error: invalid(reason)) { client in
-                try await client.withExclusiveAtSession { session in _ = try await session.runAtCommand("AT", timeoutMs: timeout) }
-            })
-            cases.append(Case(name: "sendRfPayload(timeoutMs: \(timeout))", error: invalid(reason)) { client in
-                try await client.sendRfPayload(Data([1]), timeoutMs: timeout)
-            })
+            cases.append(
+                Case(name: "runAtCommand(timeoutMs: \(timeout))", error: invalid(reason)) { client in
+                    _ = try await client.runAtCommand("AT", timeoutMs: timeout)
+                })
+            cases.append(
+                Case(name: "session.runAtCommand(timeoutMs: \(timeout))", error: invalid(reason)) { client in
+                    try await client.withExclusiveAtSession { session in
+                        _ = try await session.runAtCommand("AT", timeoutMs: timeout)
+                    }
+                })
+            cases.append(
+                Case(name: "sendRfPayload(timeoutMs: \(timeout))", error: invalid(reason)) { client in
+                    try await client.sendRfPayload(Data([1]), timeoutMs: timeout)
+                })
         }
         let empty = "invalid RF payload: it is empty (1–240 bytes allowed)"
         let oversized = "invalid RF payload: 241 bytes (1–240 bytes allowed)"
         cases.append(Case(name: "sendRfPayload(empty)", error: invalid(empty)) { try await $0.sendRfPayload(Data()) })
-        cases.append(Case(name: "sendRfPayload(241 bytes)", error: invalid(oversized)) { try await $0.sendRfPayload(Data(count: 241)) })
-        cases.append(Case(name: "sendRfPayloadNoWait(empty)", error: invalid(empty)) { try $0.sendRfPayloadNoWait(Data()) })
-        cases.append(Case(name: "sendRfPayloadNoWait(241 bytes)", error: invalid(oversized)) {
-            try $0.sendRfPayloadNoWait(Data(count: 241))
-        })
-        cases.append(Case(name: "session.sendRfPayload(241 bytes)", error: invalid(oversized)) { client in
-            try await client.withExclusiveAtSession { session in try await session.sendRfPayload(Data(count: 241)) }
-        })
+        cases.append(
+            Case(name: "sendRfPayload(241 bytes)", error: invalid(oversized)) {
+                try await $0.sendRfPayload(Data(count: 241))
+            })
+        cases.append(
+            Case(name: "sendRfPayloadNoWait(empty)", error: invalid(empty)) { try $0.sendRfPayloadNoWait(Data()) })
+        cases.append(
+            Case(name: "sendRfPayloadNoWait(241 bytes)", error: invalid(oversized)) {
+                try $0.sendRfPayloadNoWait(Data(count: 241))
+            })
+        cases.append(
+            Case(name: "session.sendRfPayload(241 bytes)", error: invalid(oversized)) { client in
+                try await client.withExclusiveAtSession { session in try await session.sendRfPayload(Data(count: 241)) }
+            })
         return cases
     }()
 
@@ -129,8 +144,11 @@ struct BadInputTableTests {
             await harness.scan()
             let id = try #require(harness.client.scanResults.first?.id)
             harness.client.connect(id: id)
-            #expect(harness.client.connectionState == .failed(.connectionFailed(
-                "invalid configuration: connectTimeout is \(timeout) (it must be greater than zero)")))
+            #expect(
+                harness.client.connectionState
+                    == .failed(
+                        .connectionFailed(
+                            "invalid configuration: connectTimeout is \(timeout) (it must be greater than zero)")))
             await harness.advance(.milliseconds(200))
             #expect(harness.environment.peripherals[0].connections == 0, "no link was touched")
             await harness.finish()

@@ -13,11 +13,14 @@ final class ClientHarness {
     private(set) var logs: [(XTalkLogLevel, String)] = []
     private let logBox = LogBox()
 
-    init(devices: [XTalkSimulatedDevice] = [ClientHarness.fastDevice()],
-         bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
-         options: XTalkBleClientOptions = XTalkBleClientOptions(), seed: UInt64 = 11) {
+    init(
+        devices: [XTalkSimulatedDevice] = [ClientHarness.fastDevice()],
+        bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
+        options: XTalkBleClientOptions = XTalkBleClientOptions(), seed: UInt64 = 11
+    ) {
         clock = XTalkVirtualClock()
-        environment = XTalkSimulatedEnvironment(devices: devices, clock: clock, bluetoothState: bluetoothState, seed: seed)
+        environment = XTalkSimulatedEnvironment(
+            devices: devices, clock: clock, bluetoothState: bluetoothState, seed: seed)
         var options = options
         let box = logBox
         options.logLevel = .debug
@@ -31,15 +34,19 @@ final class ClientHarness {
     /// stand-in, driven by the same simulator (Linux).
     nonisolated static let backendName = ProcessInfo.processInfo.environment["XTALK_BACKEND"] ?? "simulator"
 
-    static func makeClient(_ environment: XTalkSimulatedEnvironment, _ options: XTalkBleClientOptions) -> XTalkBleClient {
+    static func makeClient(_ environment: XTalkSimulatedEnvironment, _ options: XTalkBleClientOptions) -> XTalkBleClient
+    {
         #if os(Linux)
-        if backendName == "corebluetooth" { return XTalkBleClient(coreBluetoothSimulator: environment, options: options) }
+            if backendName == "corebluetooth" {
+                return XTalkBleClient(coreBluetoothSimulator: environment, options: options)
+            }
         #endif
         return XTalkBleClient(simulator: environment, options: options)
     }
 
     /// A healthy device on a realistic but quick link.
-    static func fastDevice(name: String = "xTalk-0001", address: String? = "C0:FF:EE:00:00:01") -> XTalkSimulatedDevice {
+    static func fastDevice(name: String = "xTalk-0001", address: String? = "C0:FF:EE:00:00:01") -> XTalkSimulatedDevice
+    {
         var device = XTalkSimulatedDevice(name: name, address: address)
         device.link.connectionInterval = .milliseconds(7.5)
         return device
@@ -120,8 +127,10 @@ final class ClientHarness {
     /// What a consumer of `events` received once the stream ended (after
     /// `teardown()`); a stream that does not end is a named failure in virtual
     /// seconds, not a hang.
-    func consumed(by consumer: Task<[XTalkBleEvent], Never>, _ what: String = "the events stream",
-                  sourceLocation: SourceLocation = #_sourceLocation) async -> [XTalkBleEvent] {
+    func consumed(
+        by consumer: Task<[XTalkBleEvent], Never>, _ what: String = "the events stream",
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> [XTalkBleEvent] {
         await clock.awaitEnd(of: consumer, what, sourceLocation: sourceLocation) ?? []
     }
 
@@ -138,7 +147,6 @@ final class ClientHarness {
         #expect(clock.pendingTimerCount == 0, "no timer is left pending")
     }
 }
-
 
 /// Log records, collected from any thread.
 final class LogBox: @unchecked Sendable {

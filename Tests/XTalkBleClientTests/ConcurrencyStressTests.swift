@@ -12,8 +12,9 @@ struct ConcurrencyStressTests {
         case session([[String]])
     }
 
-    @Test("every caller gets exactly its own response; every DI payload arrives in order, none lost",
-          arguments: [(23, Duration.milliseconds(25), 24), (247, .milliseconds(5), 64)])
+    @Test(
+        "every caller gets exactly its own response; every DI payload arrives in order, none lost",
+        arguments: [(23, Duration.milliseconds(25), 24), (247, .milliseconds(5), 64)])
     func stress(mtu: Int, trafficInterval: Duration, payloadSize: Int) async throws {
         var device = ClientHarness.fastDevice()
         device.link.mtu = mtu
@@ -30,16 +31,22 @@ struct ConcurrencyStressTests {
             switch index % 10 {
             case 0, 5:
                 let payload = Data([UInt8(truncatingIfNeeded: index), UInt8(truncatingIfNeeded: index >> 8), 0xAB])
-                tasks.append(harness.start {
-                    try await client.sendRfPayload(payload)
-                    return .sent
-                })
-            case 7:
-                tasks.append(harness.start {
-                    .session(try await client.withExclusiveAtSession { session in
-                        [try await session.runAtCommand("AT+PING=s\(index)a"), try await session.runAtCommand("AT+PING=s\(index)b")]
+                tasks.append(
+                    harness.start {
+                        try await client.sendRfPayload(payload)
+                        return .sent
                     })
-                })
+            case 7:
+                tasks.append(
+                    harness.start {
+                        .session(
+                            try await client.withExclusiveAtSession { session in
+                                [
+                                    try await session.runAtCommand("AT+PING=s\(index)a"),
+                                    try await session.runAtCommand("AT+PING=s\(index)b"),
+                                ]
+                            })
+                    })
             default:
                 tasks.append(harness.start { .ping(try await client.runAtCommand("AT+PING=p\(index)")) })
             }
@@ -87,7 +94,9 @@ struct ConcurrencyStressTests {
         let emitted = try #require(last.cnt, "the marker has its cnt") - 1
         #expect(emitted > 100, "a real flood: \(emitted) frames")
         let flood = radioFrames.dropLast()
-        #expect(flood.map { $0.cnt ?? 0 } == Array(1...emitted), "every emitted frame arrived, in order, none lost or repeated")
+        #expect(
+            flood.map { $0.cnt ?? 0 } == Array(1...emitted),
+            "every emitted frame arrived, in order, none lost or repeated")
         #expect(flood.allSatisfy { $0.payload.count == payloadSize })
         #expect(harness.client.droppedEventCount == 0)
         await harness.finish()

@@ -19,7 +19,8 @@ struct EventsAndQueriesTests {
         let finishToken = harness.client.observeSendFinishLines { observedFinishes.append($0) }
         let rawToken = harness.client.observePassthroughRaw { observedRaw.append($0) }
         await harness.connect()
-        harness.peripheral.receiveRadioFrame(Data("Hello".utf8), fields: "cnt=12,len=5,slot=3,snr=7,rssi=-87,txp=14,data=48656C6C6F")
+        harness.peripheral.receiveRadioFrame(
+            Data("Hello".utf8), fields: "cnt=12,len=5,slot=3,snr=7,rssi=-87,txp=14,data=48656C6C6F")
         harness.peripheral.reportCrcError(fields: "cnt=13,rssi=-101")
         harness.peripheral.emitRawBytes([0x5A, 0x5B, 0x50])  // NUL, SOH, LF once xor-decoded
         harness.peripheral.emitLine("+DI:len=9,data=00")  // malformed: an AT line only
@@ -27,7 +28,9 @@ struct EventsAndQueriesTests {
         await harness.advance(.milliseconds(50))
         harness.client.teardown()
         let streamed = await harness.consumed(by: consumer)
-        #expect(harness.events.contains(.diPayload(Data("Hello".utf8), XTalkDiMeta(diCnt: 12, len: 5, slot: 3, snr: 7, rssi: -87, txp: 14))))
+        #expect(
+            harness.events.contains(
+                .diPayload(Data("Hello".utf8), XTalkDiMeta(diCnt: 12, len: 5, slot: 3, snr: 7, rssi: -87, txp: 14))))
         #expect(harness.events.contains(.crcError(XTalkDiMeta(diCnt: 13, rssi: -101), "+CRCERR:cnt=13,rssi=-101")))
         #expect(harness.events.contains(.passthroughRaw(Data([0x5A, 0x5B, 0x50]))))
         #expect(harness.atLines.contains("+DI:len=9,data=00"))
@@ -37,7 +40,8 @@ struct EventsAndQueriesTests {
         #expect(observedFinishes == ["+SENDFIN:OK"])
         #expect(observedRaw == [Data([0x5A, 0x5B, 0x50])])
         // The DI line is an .atLine first, then the payload event.
-        let line = harness.events.firstIndex(of: .atLine("+DI:cnt=12,len=5,slot=3,snr=7,rssi=-87,txp=14,data=48656C6C6F"))
+        let line = harness.events.firstIndex(
+            of: .atLine("+DI:cnt=12,len=5,slot=3,snr=7,rssi=-87,txp=14,data=48656C6C6F"))
         let payload = harness.events.firstIndex { if case .diPayload = $0 { true } else { false } }
         #expect(line != nil && payload != nil && line! + 1 == payload!)
         harness.client.removeAtLineObserver(lineToken)
@@ -123,11 +127,12 @@ struct EventsAndQueriesTests {
         _ = harness.client.observeAtLines { order.append("observer " + $0) }
         harness.peripheral.emitLine("+TRIGGER")
         await harness.advance(.milliseconds(100))
-        #expect(order == [
-            "onEvent +TRIGGER", "observer +TRIGGER",
-            "onEvent +PING:fromcallback", "observer +PING:fromcallback",
-            "onEvent OK", "observer OK",
-        ])
+        #expect(
+            order == [
+                "onEvent +TRIGGER", "observer +TRIGGER",
+                "onEvent +PING:fromcallback", "observer +PING:fromcallback",
+                "onEvent OK", "observer OK",
+            ])
         await harness.finish()
     }
 
@@ -179,35 +184,35 @@ struct EventsAndQueriesTests {
     }
 
     #if !canImport(Combine)
-    @MainActor
-    final class ChangeCounter {
-        var changes = 0
-    }
+        @MainActor
+        final class ChangeCounter {
+            var changes = 0
+        }
 
-    static func track(_ client: XTalkBleClient, _ counter: ChangeCounter) {
-        withObservationTracking {
-            _ = client.connectionState
-            _ = client.atReady
-        } onChange: { [weak client] in
-            // Weak: the registration lives in the client; a strong capture would keep it forever.
-            Task { @MainActor in
-                guard let client else { return }
-                counter.changes += 1
-                track(client, counter)
+        static func track(_ client: XTalkBleClient, _ counter: ChangeCounter) {
+            withObservationTracking {
+                _ = client.connectionState
+                _ = client.atReady
+            } onChange: { [weak client] in
+                // Weak: the registration lives in the client; a strong capture would keep it forever.
+                Task { @MainActor in
+                    guard let client else { return }
+                    counter.changes += 1
+                    track(client, counter)
+                }
             }
         }
-    }
 
-    @Test("published state is observable with the Observation framework")
-    func observation() async {
-        let harness = ClientHarness()
-        let counter = ChangeCounter()
-        Self.track(harness.client, counter)
-        await harness.connect()
-        await harness.clock.settle()
-        #expect(counter.changes >= 4, "scanning, connecting, connected, atReady")
-        await harness.finish()
-    }
+        @Test("published state is observable with the Observation framework")
+        func observation() async {
+            let harness = ClientHarness()
+            let counter = ChangeCounter()
+            Self.track(harness.client, counter)
+            await harness.connect()
+            await harness.clock.settle()
+            #expect(counter.changes >= 4, "scanning, connecting, connected, atReady")
+            await harness.finish()
+        }
     #endif
 }
 

@@ -38,7 +38,8 @@ struct FaultInjectionTests {
 
     nonisolated static let longReply = (0..<12).map { "+LONG:" + String(repeating: "\($0 % 10)", count: 60) } + ["OK"]
 
-    @Test("every waiter resumes exactly once with the documented error; a reconnect sees nothing stale", arguments: cases)
+    @Test(
+        "every waiter resumes exactly once with the documented error; a reconnect sees nothing stale", arguments: cases)
     func fault(_ fault: Fault, _ phase: Phase) async throws {
         var device = ClientHarness.fastDevice()
         device.link.mtu = 23
@@ -67,10 +68,11 @@ struct FaultInjectionTests {
             }
         case .midWrite:
             await harness.connect()
-            waiters.append(harness.start {
-                try await client.sendRfPayload(Data(repeating: 0x5A, count: 240))
-                return []
-            })
+            waiters.append(
+                harness.start {
+                    try await client.sendRfPayload(Data(repeating: 0x5A, count: 240))
+                    return []
+                })
             waiters.append(harness.start { try await client.runAtCommand("AT+PING=queued") })
             if fault == .linkLoss {
                 harness.peripheral.disconnect(afterHostBytes: harness.peripheral.hostBytesDelivered + 100)
@@ -93,12 +95,13 @@ struct FaultInjectionTests {
         case .midSession:
             await harness.connect()
             harness.peripheral.device.firmware.faults.replyDelay = .seconds(2)
-            waiters.append(harness.start {
-                try await client.withExclusiveAtSession { session in
-                    _ = try await session.runAtCommand("AT+PING=insession")
-                    return try await session.runAtCommand("AT+PING=second")
-                }
-            })
+            waiters.append(
+                harness.start {
+                    try await client.withExclusiveAtSession { session in
+                        _ = try await session.runAtCommand("AT+PING=insession")
+                        return try await session.runAtCommand("AT+PING=second")
+                    }
+                })
             await harness.clock.settle()
             waiters.append(harness.start { try await client.runAtCommand("AT+PING=outsider") })
             await harness.advance(.milliseconds(100))
@@ -134,8 +137,10 @@ struct FaultInjectionTests {
         case .userDisconnect:
             #expect(client.connectionState == (phase == .scanning ? .idle : .disconnected))
         case .linkLoss:
-            #expect(client.connectionState == (phase == .discovering
-                ? .failed(.connectionFailed("the link was lost while connecting")) : .disconnected))
+            #expect(
+                client.connectionState
+                    == (phase == .discovering
+                        ? .failed(.connectionFailed("the link was lost while connecting")) : .disconnected))
         case .powerOff:
             #expect(client.connectionState == .failed(.bluetoothUnavailable))
         case .teardown:

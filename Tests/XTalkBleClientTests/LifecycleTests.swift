@@ -107,12 +107,14 @@ struct LifecycleTests {
         await harness.finish()
     }
 
-    @Test("Bluetooth states map to .bluetoothUnavailable and .permissionDenied", arguments: [
-        (XTalkSimulatedBluetoothState.poweredOff, XTalkBleError.bluetoothUnavailable),
-        (.unsupported, .bluetoothUnavailable),
-        (.resetting, .bluetoothUnavailable),
-        (.unauthorized, .permissionDenied),
-    ])
+    @Test(
+        "Bluetooth states map to .bluetoothUnavailable and .permissionDenied",
+        arguments: [
+            (XTalkSimulatedBluetoothState.poweredOff, XTalkBleError.bluetoothUnavailable),
+            (.unsupported, .bluetoothUnavailable),
+            (.resetting, .bluetoothUnavailable),
+            (.unauthorized, .permissionDenied),
+        ])
     func bluetoothStates(_ state: XTalkSimulatedBluetoothState, _ error: XTalkBleError) async {
         let harness = ClientHarness(bluetoothState: state)
         harness.client.startScan()  // before the state is even known
@@ -125,8 +127,10 @@ struct LifecycleTests {
         await harness.finish()
     }
 
-    @Test("a scan failure reported by the platform publishes .scanFailed",
-          .enabled(if: ClientHarness.backendName != "corebluetooth", "CoreBluetooth reports no scan failures; BlueZ does"))
+    @Test(
+        "a scan failure reported by the platform publishes .scanFailed",
+        .enabled(if: ClientHarness.backendName != "corebluetooth", "CoreBluetooth reports no scan failures; BlueZ does")
+    )
     func scanFailed() async {
         let harness = ClientHarness()
         harness.environment.scanFailure = "org.bluez.Error.InProgress"
@@ -159,13 +163,17 @@ struct LifecycleTests {
         await harness.finish()
     }
 
-    @Test("GATT problems map to .serviceMissing, .characteristicMissing and .connectionFailed", arguments: [
-        (XTalkSimulatedGatt(hasPassthroughService: false), XTalkBleError.serviceMissing),
-        (XTalkSimulatedGatt(hasPassthroughTX: false), .characteristicMissing),
-        (XTalkSimulatedGatt(hasPassthroughRX: false), .characteristicMissing),
-        (XTalkSimulatedGatt(subscriptionRefusal: "insufficient authentication"),
-         .connectionFailed("the notification subscription was refused: insufficient authentication")),
-    ])
+    @Test(
+        "GATT problems map to .serviceMissing, .characteristicMissing and .connectionFailed",
+        arguments: [
+            (XTalkSimulatedGatt(hasPassthroughService: false), XTalkBleError.serviceMissing),
+            (XTalkSimulatedGatt(hasPassthroughTX: false), .characteristicMissing),
+            (XTalkSimulatedGatt(hasPassthroughRX: false), .characteristicMissing),
+            (
+                XTalkSimulatedGatt(subscriptionRefusal: "insufficient authentication"),
+                .connectionFailed("the notification subscription was refused: insufficient authentication")
+            ),
+        ])
     func gattProblems(_ gatt: XTalkSimulatedGatt, _ error: XTalkBleError) async throws {
         var device = ClientHarness.fastDevice()
         device.gatt = gatt
@@ -198,7 +206,9 @@ struct LifecycleTests {
         device.gatt.txSupportsWriteWithoutResponse = false
         let harness = ClientHarness(devices: [device])
         await harness.connect()
-        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=" + String(repeating: "a", count: 32)) }
+        let lines = try await harness.run {
+            try await harness.client.runAtCommand("AT+PING=" + String(repeating: "a", count: 32))
+        }
         #expect(lines == ["+PING:" + String(repeating: "a", count: 32), "OK"])
         #expect(harness.environment.apiMisuses.isEmpty)
         await harness.finish()
@@ -217,7 +227,9 @@ struct LifecycleTests {
         await harness.finish()
     }
 
-    @Test("a connection that is not ready within the timeout fails with .timeout and leaves no link", arguments: [true, false])
+    @Test(
+        "a connection that is not ready within the timeout fails with .timeout and leaves no link",
+        arguments: [true, false])
     func connectTimeout(neverConnects: Bool) async throws {
         var device = ClientHarness.fastDevice()
         if neverConnects {
@@ -298,13 +310,13 @@ struct PlatformClientTests {
     @Test("XTalkBleClient() has no Bluetooth backend on Linux yet: scanning publishes .failed(.bluetoothUnavailable)")
     func noLinuxBackend() {
         #if os(Linux)
-        let client = XTalkBleClient()
-        var events: [XTalkBleEvent] = []
-        client.onEvent = { events.append($0) }
-        client.startScan()
-        #expect(client.connectionState == .failed(.bluetoothUnavailable))
-        #expect(events == [.connectionStateChanged(.failed(.bluetoothUnavailable))])
-        client.teardown()
+            let client = XTalkBleClient()
+            var events: [XTalkBleEvent] = []
+            client.onEvent = { events.append($0) }
+            client.startScan()
+            #expect(client.connectionState == .failed(.bluetoothUnavailable))
+            #expect(events == [.connectionStateChanged(.failed(.bluetoothUnavailable))])
+            client.teardown()
         #endif
     }
 }
@@ -312,7 +324,8 @@ struct PlatformClientTests {
 @Suite("Reconnecting at once", .timeLimit(.minutes(5)))
 @MainActor
 struct ImmediateReconnectTests {
-    @Test("disconnect() and connect(id:) to the same device in one turn: the new connection is not confused with the old")
+    @Test(
+        "disconnect() and connect(id:) to the same device in one turn: the new connection is not confused with the old")
     func disconnectThenConnect() async throws {
         let harness = ClientHarness()
         await harness.connect()

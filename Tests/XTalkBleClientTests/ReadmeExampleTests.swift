@@ -10,10 +10,10 @@ func readVersion() async throws -> [String] {
     let environment = XTalkSimulatedEnvironment(devices: [XTalkSimulatedDevice()], clock: clock)
     let ble = XTalkBleClient(simulator: environment)
     ble.startScan()
-    await clock.advance(by: .seconds(1))               // advertisements arrive
+    await clock.advance(by: .seconds(1))  // advertisements arrive
     guard let device = ble.scanResults.first else { throw XTalkBleError.deviceNotFound(UUID()) }
     ble.connect(id: device.id)
-    await clock.advance(by: .seconds(1))               // connected, discovered, subscribed: atReady
+    await clock.advance(by: .seconds(1))  // connected, discovered, subscribed: atReady
     let lines = try await clock.run { try await ble.runAtCommand("AT+VER?") }  // ["+VER:2.1.0", "OK"]
     ble.teardown()
     return lines

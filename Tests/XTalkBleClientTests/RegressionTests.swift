@@ -28,8 +28,12 @@ struct RegressionTests {
     /// Without a switch: chaos seed 7164322140532. With the app trying the other encoding while
     /// disconnected and coming back after reconnecting: chaos seed 39747521205007 (the half line
     /// was ended in the encoding in use at the reconnect, junk to the device).
-    @Test("a link lost in the middle of a command line: after reconnecting, the device's half line is ended in its own encoding and does not corrupt the next command",
-          arguments: [false, true])
+    @Test(
+        """
+        a link lost in the middle of a command line: after reconnecting, the device's half line is ended in its own \
+        encoding and does not corrupt the next command
+        """,
+        arguments: [false, true])
     func halfLineAcrossReconnect(switchWhileDisconnected: Bool) async throws {
         var device = ClientHarness.fastDevice()
         device.link.mtu = 23  // a long command takes several packets
@@ -48,12 +52,18 @@ struct RegressionTests {
         let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=next") }
         #expect(lines == ["+PING:next", "OK"], "got \(lines)")
         #expect(harness.peripheral.processedCommands.last == "AT+PING=next")
-        #expect(harness.peripheral.processedCommands.dropLast().last?.hasPrefix("AT+SEND=ABAB") == true,
-                "the half line was ended on its own")
+        #expect(
+            harness.peripheral.processedCommands.dropLast().last?.hasPrefix("AT+SEND=ABAB") == true,
+            "the half line was ended on its own")
         await harness.finish()
     }
 
-    @Test("switching to the encoding already in use and then to the right one: the next reply keeps its first line (chaos seed 52284421341994)")
+    @Test(
+        """
+        switching to the encoding already in use and then to the right one: the next reply keeps its first line (chaos \
+        seed 52284421341994)
+        """
+    )
     func repeatedSwitchKeepsNextReply() async throws {
         var device = ClientHarness.fastDevice()
         device.firmware.encoding = .plain
@@ -107,7 +117,9 @@ struct RegressionTests {
         let harness = ClientHarness()
         await harness.connect()
         harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(300)
-        let error = await harness.error { try await harness.client.runAtCommand("AT+PING=secret42", timeoutMs: 100, log: false) }
+        let error = await harness.error {
+            try await harness.client.runAtCommand("AT+PING=secret42", timeoutMs: 100, log: false)
+        }
         #expect(XTalkBleError.from(error) == .timeout)
         await harness.advance(.seconds(1))
         #expect(harness.atLines.contains("+PING:secret42"), "the answer arrived")

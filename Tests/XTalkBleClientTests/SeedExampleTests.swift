@@ -23,8 +23,9 @@ struct SeedExampleTests {
             #expect(model.ble.connectedName == "xTalk-0001")
             // The event task is the guide's private property: reflection reads it, so that the
             // test sees it end because stop() cancelled it, not only because teardown() ended the stream.
-            let eventTask = try #require(Mirror(reflecting: model).children.first { $0.label == "eventTask" }?.value
-                as? Task<Void, Never>, "the model's event task runs")
+            let eventTask = try #require(
+                Mirror(reflecting: model).children.first { $0.label == "eventTask" }?.value
+                    as? Task<Void, Never>, "the model's event task runs")
             #expect(!eventTask.isCancelled)
             model.stop()
             #expect(eventTask.isCancelled, "stop() cancelled the event task")
@@ -40,7 +41,11 @@ struct SeedExampleTests {
     func snippets() async throws {
         let harness = ClientHarness(devices: [
             ClientHarness.fastDevice(name: "far", address: "AA:00:00:00:00:01"),
-            { var near = ClientHarness.fastDevice(name: "near", address: "AA:00:00:00:00:02"); near.rssi = -40; return near }(),
+            {
+                var near = ClientHarness.fastDevice(name: "near", address: "AA:00:00:00:00:02")
+                near.rssi = -40
+                return near
+            }(),
         ])
         let snippets = Seed001Snippets(ble: harness.client)
         harness.client.startScan()

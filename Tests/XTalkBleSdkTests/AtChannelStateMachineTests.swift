@@ -45,15 +45,19 @@ struct ChannelHarness {
     }
 
     @discardableResult
-    mutating func command(_ text: String, timeout: Duration = .seconds(3), mode: AtChannelStateMachine.ResponseMode = .automatic,
-                          log: Bool = true, owner: ChannelRequestID? = nil) -> ChannelRequestID {
+    mutating func command(
+        _ text: String, timeout: Duration = .seconds(3), mode: AtChannelStateMachine.ResponseMode = .automatic,
+        log: Bool = true, owner: ChannelRequestID? = nil
+    ) -> ChannelRequestID {
         let (id, new) = machine.submitCommand(text, timeout: timeout, mode: mode, log: log, owner: owner)
         apply(new)
         return id
     }
 
     @discardableResult
-    mutating func send(_ hex: String, timeout: Duration = .seconds(5), owner: ChannelRequestID? = nil) -> ChannelRequestID {
+    mutating func send(_ hex: String, timeout: Duration = .seconds(5), owner: ChannelRequestID? = nil)
+        -> ChannelRequestID
+    {
         let (id, new) = machine.submitSend(hexPayload: hex, timeout: timeout, owner: owner)
         apply(new)
         return id
@@ -122,7 +126,8 @@ struct AtChannelStateMachineTests {
         let first = h.command("AT+A", timeout: .milliseconds(100))
         // The timer and the write come together, timer first: the clock runs while the line goes out.
         #expect(h.actions.count == 2)
-        guard h.actions.count == 2, case .startTimer(_, .milliseconds(100)) = h.actions[0], case .write = h.actions[1] else {
+        guard h.actions.count == 2, case .startTimer(_, .milliseconds(100)) = h.actions[0], case .write = h.actions[1]
+        else {
             Issue.record("submitting on a free wire acted \(h.actions)")
             return
         }
@@ -183,15 +188,16 @@ struct AtChannelStateMachineTests {
         let id = h.command("AT+VER?")
         h.receive("+DI:data=01\r\n+VER:1\r\n+CRCERR:cnt=1\r\n+SENDFIN:OK\r\n+READY\r\n+DI:bad\r\nOK\r\n")
         #expect(h.outcomes[id] == .success(["+VER:1", "OK"]))
-        #expect(h.events == [
-            .line("+DI:data=01", sensitive: false), .radioFrame(Data([1]), XTalkDiMeta()),
-            .line("+VER:1", sensitive: false),
-            .line("+CRCERR:cnt=1", sensitive: false), .crcError(XTalkDiMeta(diCnt: 1), "+CRCERR:cnt=1"),
-            .line("+SENDFIN:OK", sensitive: false), .sendFinished("+SENDFIN:OK"),
-            .line("+READY", sensitive: false),
-            .line("+DI:bad", sensitive: false),
-            .line("OK", sensitive: false),
-        ])
+        #expect(
+            h.events == [
+                .line("+DI:data=01", sensitive: false), .radioFrame(Data([1]), XTalkDiMeta()),
+                .line("+VER:1", sensitive: false),
+                .line("+CRCERR:cnt=1", sensitive: false), .crcError(XTalkDiMeta(diCnt: 1), "+CRCERR:cnt=1"),
+                .line("+SENDFIN:OK", sensitive: false), .sendFinished("+SENDFIN:OK"),
+                .line("+READY", sensitive: false),
+                .line("+DI:bad", sensitive: false),
+                .line("OK", sensitive: false),
+            ])
     }
 
     @Test("the completion follows the event of its final line")
@@ -270,12 +276,18 @@ struct AtChannelStateMachineTests {
         h.command("AT", timeout: .milliseconds(100))
         h.completeWrites()
         h.fire(.milliseconds(100))
-        let quietTimersBefore = h.actions.filter { if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false } }.count
+        let quietTimersBefore = h.actions.filter {
+            if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false }
+        }.count
         h.receive("+DI:data=01\r\n+SENDFIN:OK\r\n")
-        let afterURC = h.actions.filter { if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false } }.count
+        let afterURC = h.actions.filter {
+            if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false }
+        }.count
         #expect(afterURC == quietTimersBefore)
         h.receiveBytes([0x01, 0x02, 0x0A])
-        let afterGarbage = h.actions.filter { if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false } }.count
+        let afterGarbage = h.actions.filter {
+            if case .startTimer(_, AtChannelStateMachine.defaultDrainQuiet) = $0 { true } else { false }
+        }.count
         #expect(afterGarbage == quietTimersBefore + 1)
     }
 
@@ -368,7 +380,8 @@ struct AtChannelStateMachineTests {
         #expect(h.writes.isEmpty)
         h.receive("+OLD:1\r\nOK\r\n")  // the old connection's late answer
         h.fire(AtChannelStateMachine.defaultDrainQuiet)
-        #expect(h.writes.isEmpty, "quiet, but the old connection may answer until its deadline (chaos seed 77506870019032)")
+        #expect(
+            h.writes.isEmpty, "quiet, but the old connection may answer until its deadline (chaos seed 77506870019032)")
         h.receive("+OLD:2\r\nOK\r\n")  // another old command's answer, still before the deadline
         h.fire(.seconds(2))
         #expect(h.writes.isEmpty, "the deadline passed, but a line came less than the quiet period ago")
@@ -394,7 +407,12 @@ struct AtChannelStateMachineTests {
         // (Only before any work: quarantining a busy channel is a driver bug, see DriverContractTests.)
     }
 
-    @Test("a reconnect's handover: a cut line is ended in its own encoding, unattributed, and quarantined for at least the drain bound")
+    @Test(
+        """
+        a reconnect's handover: a cut line is ended in its own encoding, unattributed, and quarantined for at least \
+        the drain bound
+        """
+    )
     func handoverWithCutLine() {
         var h = ChannelHarness(encoding: .xor)  // the app switched to xor after the line was cut in plain
         h.apply(h.machine.resume(after: ReconnectHandover(owedFor: .milliseconds(300), cutLineEncoding: .plain)))
@@ -402,9 +420,12 @@ struct AtChannelStateMachineTests {
         #expect(h.writes.isEmpty, "no operation's line")
         #expect(h.machine.lastLineEncoding == .plain, "a line lost again now would be the repair line, in plain")
         #expect(h.machine.isDraining)
-        #expect(h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainBound), "at least the drain bound: \(h.liveTimers)")
+        #expect(
+            h.liveTimers.values.contains(AtChannelStateMachine.defaultDrainBound),
+            "at least the drain bound: \(h.liveTimers)")
         let id = h.command("AT")
-        h.receiveBytes(XTalkAtEncoding.xor.encodeText("ERROR\r\n"))  // the device's answer (in its encoding) to the half line
+        // The device's answer (in its encoding) to the half line:
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("ERROR\r\n"))
         h.fire(AtChannelStateMachine.defaultDrainQuiet)
         #expect(h.writes.isEmpty, "quiet, but not before the floor")
         h.fire(AtChannelStateMachine.defaultDrainBound)
@@ -414,7 +435,8 @@ struct AtChannelStateMachineTests {
         #expect(h.outcomes[id] == .success(["OK"]), "the ERROR stayed out of the first command")
     }
 
-    @Test("a reconnect's handover: answers still owed quarantine until their deadline; nothing left behind, nothing done")
+    @Test(
+        "a reconnect's handover: answers still owed quarantine until their deadline; nothing left behind, nothing done")
     func handoverOwedOnly() {
         var h = ChannelHarness()
         h.apply(h.machine.resume(after: ReconnectHandover(owedFor: .seconds(2))))
@@ -603,7 +625,9 @@ struct AtChannelStateMachineTests {
         h.apply(try h.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
         #expect(h.writtenLines == ["AT+RST\r\n"])
         #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
-        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil) }
+        #expect(throws: XTalkBleError.busy) {
+            try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil)
+        }
         let queued = h.command("AT+VER?")
         #expect(h.writtenLines.count == 1)
         h.receive("OK\r\n")
@@ -651,7 +675,9 @@ struct AtChannelStateMachineTests {
         #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
         h.receive("OK\r\n")
         let session = h.session()
-        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil) }
+        #expect(throws: XTalkBleError.busy) {
+            try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil)
+        }
         h.apply(try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: session))
         #expect(h.writtenLines.last == "AT\r\n")
     }
@@ -723,7 +749,8 @@ struct AtChannelStateMachineTests {
     // MARK: Disconnect in every state
 
     enum Phase: String, CaseIterable, Sendable {
-        case idle, queued, writing, awaitingResponse, midLine, collecting, sendAwaitingFinish, isolation, draining, session
+        case idle, queued, writing, awaitingResponse, midLine, collecting, sendAwaitingFinish, isolation, draining,
+            session
     }
 
     @Test("disconnect fails everything pending exactly once, in every state", arguments: Phase.allCases)
@@ -781,7 +808,9 @@ struct AtChannelStateMachineTests {
         // Later submissions fail at once; later events are ignored.
         let late = h.command("AT")
         #expect(h.outcomes[late] == .failure(.notConnected))
-        #expect(throws: XTalkBleError.notConnected) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        #expect(throws: XTalkBleError.notConnected) {
+            try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil)
+        }
         #expect(h.machine.disconnected(.cancelled).isEmpty)
         for id in pending { #expect(h.completionCount[id] == 1) }
     }
@@ -810,7 +839,12 @@ struct AtChannelStateMachineTests {
         #expect(h.events.contains(.raw(Data(XTalkAtEncoding.xor.encodeText("AGE\r\n")))))
     }
 
-    @Test("lines that arrive in the chunk that ended the previous command are not the next command's (chaos seed 1467902980258)")
+    @Test(
+        """
+        lines that arrive in the chunk that ended the previous command are not the next command's (chaos seed \
+        1467902980258)
+        """
+    )
     func linesBeforeTheWriteInTheSameChunk() {
         for echo in [false, true] {
             var h = ChannelHarness()
@@ -824,12 +858,16 @@ struct AtChannelStateMachineTests {
             h.completeWrites()
             h.receive("K\r\n" + (echo ? "AT+PING=b\r\n" : "") + "+PING:b\r\nOK\r\n")
             #expect(h.outcomes[second] == .success(["+PING:b", "OK"]), "echo \(echo)")
-            #expect(h.lineEvents == ["+PING:a", "OK", "+PING:late", "OK"] + (echo ? ["AT+PING=b"] : []) + ["+PING:b", "OK"])
+            #expect(
+                h.lineEvents == ["+PING:a", "OK", "+PING:late", "OK"] + (echo ? ["AT+PING=b"] : []) + ["+PING:b", "OK"])
         }
     }
 
-    @Test("a late reply that straddles the next command's first byte stays out of its response (chaos seed 1467902980258)",
-          arguments: [false, true])
+    @Test(
+        """
+        a late reply that straddles the next command's first byte stays out of its response (chaos seed 1467902980258)
+        """,
+        arguments: [false, true])
     func lateReplyStraddlingTheWrite(partial: Bool) {
         var h = ChannelHarness()
         let first = h.command("AT+PING=a")
@@ -846,8 +884,12 @@ struct AtChannelStateMachineTests {
         #expect(h.lineEvents == ["OK", "+PING:late", "OK", "+PING:b", "OK"])
     }
 
-    @Test("a late reply begun while the channel is idle and ended after the next write stays out of its response (chaos seed 1467902980258)",
-          arguments: [false, true])
+    @Test(
+        """
+        a late reply begun while the channel is idle and ended after the next write stays out of its response (chaos \
+        seed 1467902980258)
+        """,
+        arguments: [false, true])
     func lateReplyBegunWhileIdle(endsWhileIdle: Bool) {
         var h = ChannelHarness()
         let first = h.command("AT+PING=a")
@@ -863,7 +905,12 @@ struct AtChannelStateMachineTests {
         #expect(h.lineEvents == ["+PING:a", "OK", "+PING:late", "OK", "+PING:b", "OK"])
     }
 
-    @Test("a drain that ends at its bound in the middle of a late reply leaves it open: its final code is not the next command's")
+    @Test(
+        """
+        a drain that ends at its bound in the middle of a late reply leaves it open: its final code is not the next \
+        command's
+        """
+    )
     func drainBoundInsideALateReply() {
         var h = ChannelHarness()
         h.command("AT+PING=a", timeout: .milliseconds(100))
@@ -879,7 +926,12 @@ struct AtChannelStateMachineTests {
         #expect(h.outcomes[next] == .success(["+PING:b", "OK"]))
     }
 
-    @Test("a switch asked for during a transaction waits for it: its reply stays whole, the next command uses the new encoding")
+    @Test(
+        """
+        a switch asked for during a transaction waits for it: its reply stays whole, the next command uses the new \
+        encoding
+        """
+    )
     func setEncodingDuringTransaction() {
         var h = ChannelHarness(encoding: .xor)
         let first = h.command("AT+VER?")
@@ -958,7 +1010,9 @@ struct AtChannelStateMachineTests {
             let seed = UInt64.random(in: 0...UInt64.max)
             let rng = SimulatorRandom(seed: seed)
             for _ in 0..<100 {
-                let actions = Self.recordedSession(encoding: encoding) { randomChunks(total: $0, maxChunk: 24, using: rng) }
+                let actions = Self.recordedSession(encoding: encoding) {
+                    randomChunks(total: $0, maxChunk: 24, using: rng)
+                }
                 #expect(actions == reference, "seed \(seed)")
             }
         }

@@ -9,16 +9,18 @@ struct AtInputValidationTests {
         try AtInputValidation.validateCommand(text)
     }
 
-    @Test("bad command text is rejected with a reason naming the problem", arguments: [
-        ("", "invalid AT command: the text is empty"),
-        ("AT\r\nAT+RST", "invalid AT command: CR at byte 2 would end the line early"),
-        ("AT\nAT+RST", "invalid AT command: LF at byte 2 would end the line early"),
-        ("AT\r", "invalid AT command: CR at byte 2 would end the line early"),
-        ("AT\t", "invalid AT command: byte 2 (0x09) is not printable ASCII"),
-        ("AT\u{7F}", "invalid AT command: byte 2 (0x7F) is not printable ASCII"),
-        ("AT\u{00}", "invalid AT command: byte 2 (0x00) is not printable ASCII"),
-        ("ATé", "invalid AT command: byte 2 (0xC3) is not printable ASCII"),
-    ])
+    @Test(
+        "bad command text is rejected with a reason naming the problem",
+        arguments: [
+            ("", "invalid AT command: the text is empty"),
+            ("AT\r\nAT+RST", "invalid AT command: CR at byte 2 would end the line early"),
+            ("AT\nAT+RST", "invalid AT command: LF at byte 2 would end the line early"),
+            ("AT\r", "invalid AT command: CR at byte 2 would end the line early"),
+            ("AT\t", "invalid AT command: byte 2 (0x09) is not printable ASCII"),
+            ("AT\u{7F}", "invalid AT command: byte 2 (0x7F) is not printable ASCII"),
+            ("AT\u{00}", "invalid AT command: byte 2 (0x00) is not printable ASCII"),
+            ("ATé", "invalid AT command: byte 2 (0xC3) is not printable ASCII"),
+        ])
     func invalidCommands(_ text: String, _ reason: String) {
         #expect(throws: XTalkBleError.writeFailed(reason)) { try AtInputValidation.validateCommand(text) }
     }
@@ -41,7 +43,8 @@ struct AtInputValidationTests {
 
     @Test("timeouts must be positive", arguments: [0, -1, Int.min])
     func invalidTimeouts(_ milliseconds: Int) throws {
-        #expect(throws: XTalkBleError.writeFailed("invalid timeout: \(milliseconds) ms (it must be greater than zero)")) {
+        #expect(throws: XTalkBleError.writeFailed("invalid timeout: \(milliseconds) ms (it must be greater than zero)"))
+        {
             try AtInputValidation.timeout(milliseconds: milliseconds)
         }
         #expect(try AtInputValidation.timeout(milliseconds: 1) == .milliseconds(1))

@@ -8,10 +8,12 @@ struct AtOperationQueueTests {
     static func id(_ raw: UInt64) -> ChannelRequestID { ChannelRequestID(raw: raw) }
 
     static func command(_ raw: UInt64, owner: UInt64? = nil, timer: UInt64? = nil) -> AtOperationQueue.Pending {
-        let kind = AtOperationQueue.Pending.Kind.command(text: "AT+C\(raw)", timeout: .seconds(3), mode: .automatic,
-                                                         log: true)
-        return AtOperationQueue.Pending(id: id(raw), owner: owner.map(id), kind: kind,
-                                        timer: timer.map(ChannelTimerID.init))
+        let kind = AtOperationQueue.Pending.Kind.command(
+            text: "AT+C\(raw)", timeout: .seconds(3), mode: .automatic,
+            log: true)
+        return AtOperationQueue.Pending(
+            id: id(raw), owner: owner.map(id), kind: kind,
+            timer: timer.map(ChannelTimerID.init))
     }
 
     static func session(_ raw: UInt64) -> AtOperationQueue.Pending {
@@ -167,8 +169,11 @@ struct AtOperationQueueTests {
         queue.enqueue(Self.session(4))
         var actions: [ChannelAction] = []
         queue.failAll(.notConnected, into: &actions)
-        #expect(actions == [.fail(Self.id(2), .notConnected), .fail(Self.id(3), .notConnected),
-                            .fail(Self.id(4), .notConnected)])
+        #expect(
+            actions == [
+                .fail(Self.id(2), .notConnected), .fail(Self.id(3), .notConnected),
+                .fail(Self.id(4), .notConnected),
+            ])
         #expect(queue.isEmpty)
         #expect(queue.activeSession == nil)
         #expect(queue.takeNext() == nil)

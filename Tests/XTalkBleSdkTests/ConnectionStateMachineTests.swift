@@ -7,7 +7,8 @@ import Testing
 @Suite("Connection state machine: scan, connect, discover, subscribe, end", .timeLimit(.minutes(1)))
 struct ConnectionStateMachineTests {
     let device = UUID()
-    let advertisement = BleAdvertisement(localName: "xTalk-0001", manufacturerData: nil, serviceUUIDs: [XTalkGatt.passthroughService])
+    let advertisement = BleAdvertisement(
+        localName: "xTalk-0001", manufacturerData: nil, serviceUUIDs: [XTalkGatt.passthroughService])
     let tx = BleCharacteristicInfo(uuid: XTalkGatt.passthroughTX, properties: [.write, .writeWithoutResponse])
     let rx = BleCharacteristicInfo(uuid: XTalkGatt.passthroughRX, properties: [.notify])
     let rxRef = BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughRX)
@@ -26,14 +27,26 @@ struct ConnectionStateMachineTests {
         let connect = machine.connect(device)
         #expect(connect.contains(.backend(.stopScan)) && connect.contains(.backend(.connect(device))))
         #expect(machine.published.connectionState == .connecting)
-        #expect(machine.connected(device) == [.backend(.discoverServices(device, [
-            XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService,
-        ]))])
+        #expect(
+            machine.connected(device) == [
+                .backend(
+                    .discoverServices(
+                        device,
+                        [
+                            XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService,
+                        ]))
+            ])
         #expect(machine.published.connectionState == .connected)
-        #expect(machine.servicesDiscovered(device, [XTalkGatt.passthroughService], failure: nil)
-                == [.backend(.discoverCharacteristics(device, service: XTalkGatt.passthroughService,
-                                                      characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))])
-        #expect(machine.characteristicsDiscovered(device, service: XTalkGatt.passthroughService, [tx, rx], failure: nil)
+        #expect(
+            machine.servicesDiscovered(device, [XTalkGatt.passthroughService], failure: nil)
+                == [
+                    .backend(
+                        .discoverCharacteristics(
+                            device, service: XTalkGatt.passthroughService,
+                            characteristics: [XTalkGatt.passthroughTX, XTalkGatt.passthroughRX]))
+                ])
+        #expect(
+            machine.characteristicsDiscovered(device, service: XTalkGatt.passthroughService, [tx, rx], failure: nil)
                 == [.backend(.subscribe(device, rxRef))])
         #expect(!machine.published.atReady)
     }
@@ -87,7 +100,8 @@ struct ConnectionStateMachineTests {
         var refused = scanned()
         subscribing(&refused)
         _ = refused.notificationStateUpdated(device, rxRef, isNotifying: false, failure: "not permitted")
-        #expect(refused.published.connectionState
+        #expect(
+            refused.published.connectionState
                 == .failed(.connectionFailed("the notification subscription was refused: not permitted")))
         #expect(!refused.published.atReady)
     }
@@ -130,7 +144,8 @@ struct ConnectionStateMachineTests {
         _ = machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil)
         #expect(machine.published.atReady && !machine.published.deviceControlReady)
         let battery = BleCharacteristicInfo(uuid: XTalkGatt.batteryLevel, properties: [.read, .notify])
-        #expect(machine.characteristicsDiscovered(device, service: XTalkGatt.batteryService, [battery], failure: nil)
+        #expect(
+            machine.characteristicsDiscovered(device, service: XTalkGatt.batteryService, [battery], failure: nil)
                 .isEmpty)
         #expect(!machine.published.deviceControlReady, "the revisions are still missing")
         let firmware = BleCharacteristicInfo(uuid: XTalkGatt.firmwareRevision, properties: [.read])
@@ -151,13 +166,18 @@ struct ConnectionStateMachineTests {
         var machine = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .poweredOn)
         _ = machine.startScan()
         let data = Data([0xFF, 0xFF, 0x01, 0xA0, 0xB1, 0xC2, 0xD3, 0xE4, 0xF5])
-        _ = machine.peripheralDiscovered(device, BleAdvertisement(
-            localName: "a", manufacturerData: data, serviceUUIDs: [], platformAddress: "00:11:22:33:44:55"), rssi: -50)
+        _ = machine.peripheralDiscovered(
+            device,
+            BleAdvertisement(
+                localName: "a", manufacturerData: data, serviceUUIDs: [], platformAddress: "00:11:22:33:44:55"),
+            rssi: -50)
         let other = UUID()
         var otherCompany = data
         otherCompany[0] = 0x4C
-        _ = machine.peripheralDiscovered(other, BleAdvertisement(
-            localName: "b", manufacturerData: otherCompany, serviceUUIDs: [], platformAddress: "aa:bb:cc:dd:ee:ff"),
+        _ = machine.peripheralDiscovered(
+            other,
+            BleAdvertisement(
+                localName: "b", manufacturerData: otherCompany, serviceUUIDs: [], platformAddress: "aa:bb:cc:dd:ee:ff"),
             rssi: -50)
         #expect(machine.published.scanResults.map(\.address) == ["A0:B1:C2:D3:E4:F5", "AA:BB:CC:DD:EE:FF"])
     }
@@ -171,30 +191,41 @@ struct ConnectionStateMachineTests {
         let profile = GattProfile(passthrough: .init(service: service, write: write, notify: notify))
         var machine = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .poweredOn, profile: profile)
         #expect(machine.startScan() == [.backend(.scan(services: [service]))])
-        _ = machine.peripheralDiscovered(device, BleAdvertisement(
-            localName: "K1", manufacturerData: Data([0xFF, 0xFF, 0x01, 1, 2, 3, 4, 5, 6]), serviceUUIDs: [service]),
+        _ = machine.peripheralDiscovered(
+            device,
+            BleAdvertisement(
+                localName: "K1", manufacturerData: Data([0xFF, 0xFF, 0x01, 1, 2, 3, 4, 5, 6]), serviceUUIDs: [service]),
             rssi: -40)
         #expect(machine.published.scanResults.first?.address == nil, "xTalk's manufacturer data means nothing here")
         _ = machine.connect(device)
         #expect(machine.connected(device) == [.backend(.discoverServices(device, [service]))])
-        #expect(machine.servicesDiscovered(device, [XTalkGatt.passthroughService], failure: nil)
+        #expect(
+            machine.servicesDiscovered(device, [XTalkGatt.passthroughService], failure: nil)
                 .contains(.backend(.cancelConnection(device))))
         #expect(machine.published.connectionState == .failed(.serviceMissing), "xTalk's service is not this profile's")
 
         _ = machine.startScan()
-        _ = machine.peripheralDiscovered(device, BleAdvertisement(localName: "K1", manufacturerData: nil,
-                                                                  serviceUUIDs: [service]), rssi: -40)
+        _ = machine.peripheralDiscovered(
+            device,
+            BleAdvertisement(
+                localName: "K1", manufacturerData: nil,
+                serviceUUIDs: [service]), rssi: -40)
         _ = machine.connect(device)
         _ = machine.connected(device)
-        #expect(machine.servicesDiscovered(device, [service], failure: nil)
+        #expect(
+            machine.servicesDiscovered(device, [service], failure: nil)
                 == [.backend(.discoverCharacteristics(device, service: service, characteristics: [write, notify]))])
-        let found = [BleCharacteristicInfo(uuid: write, properties: [.write]),
-                     BleCharacteristicInfo(uuid: notify, properties: [.notify])]
+        let found = [
+            BleCharacteristicInfo(uuid: write, properties: [.write]),
+            BleCharacteristicInfo(uuid: notify, properties: [.notify]),
+        ]
         let notifyRef = BleCharacteristicRef(service: service, characteristic: notify)
-        #expect(machine.characteristicsDiscovered(device, service: service, found, failure: nil)
+        #expect(
+            machine.characteristicsDiscovered(device, service: service, found, failure: nil)
                 == [.backend(.subscribe(device, notifyRef))])
-        #expect(machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil).isEmpty,
-                "xTalk's RX is not this profile's notify characteristic")
+        #expect(
+            machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil).isEmpty,
+            "xTalk's RX is not this profile's notify characteristic")
         let ready = machine.notificationStateUpdated(device, notifyRef, isNotifying: true, failure: nil)
         #expect(ready.contains(.openPassthrough(peripheral: device, writeType: .withResponse)))
         #expect(machine.published.atReady && !machine.published.deviceControlReady)

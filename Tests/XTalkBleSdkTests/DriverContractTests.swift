@@ -6,7 +6,11 @@ import Testing
 /// violation traps; in release builds the machines ignore it as before.
 let assertionsEnabled: Bool = {
     var enabled = false
-    assert({ enabled = true; return true }())
+    assert(
+        {
+            enabled = true
+            return true
+        }())
     return enabled
 }()
 
@@ -82,8 +86,9 @@ struct DriverContractTests {
         guard assertionsEnabled else { return }
         await #expect(processExitsWith: .failure) {
             var machine = AtChannelStateMachine(encoding: .plain)
-            let (_, actions) = machine.submitCommand("AT", timeout: .seconds(3), mode: .automatic, log: true,
-                                                     owner: nil)
+            let (_, actions) = machine.submitCommand(
+                "AT", timeout: .seconds(3), mode: .automatic, log: true,
+                owner: nil)
             for case .write(let id, _) in actions { _ = machine.writeWithdrawn(id) }
         }
     }

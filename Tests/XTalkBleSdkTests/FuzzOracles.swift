@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(XTalkBleSdk)
-@testable import XTalkBleSdk
+    @testable import XTalkBleSdk
 #endif
 
 // The oracles of the `framer` and `receive` fuzz targets (Fuzz/README.md).
@@ -278,11 +278,15 @@ enum StreamFuzzOracle {
         let bytes = Array(line.utf8)
         func starts(_ prefix: String) -> Bool { bytes.starts(with: prefix.utf8) }
         if starts("+DI:") {
-            guard let (meta, payload) = referenceFields(bytes.dropFirst(4), radioFrame: true) else { return .malformedRadioFrame }
+            guard let (meta, payload) = referenceFields(bytes.dropFirst(4), radioFrame: true) else {
+                return .malformedRadioFrame
+            }
             return .radioFrame(payload, meta)
         }
         if starts("+CRCERR:") {
-            guard let (meta, _) = referenceFields(bytes.dropFirst(8), radioFrame: false) else { return .malformedCrcError }
+            guard let (meta, _) = referenceFields(bytes.dropFirst(8), radioFrame: false) else {
+                return .malformedCrcError
+            }
             return .crcError(meta)
         }
         if starts("+SENDFIN:") {
@@ -402,9 +406,11 @@ enum StreamFuzzOracle {
             feed(input.eventCut..<input.stream.count)
             try checkUnits(units, fed: input.stream.count, what: "\(chunking)")
             try fuzzRequire(units == expected, "framer, \(chunking): \(firstDifference(units, expected))")
-            try fuzzRequire(framer.hasPartialLine == reference.hasPartialLine,
-                            "framer, \(chunking): hasPartialLine is \(framer.hasPartialLine), expected \(reference.hasPartialLine)")
-            try fuzzRequire(framer.encoding == input.finalEncoding, "framer, \(chunking): encoding is \(framer.encoding)")
+            try fuzzRequire(
+                framer.hasPartialLine == reference.hasPartialLine,
+                "framer, \(chunking): hasPartialLine is \(framer.hasPartialLine), expected \(reference.hasPartialLine)")
+            try fuzzRequire(
+                framer.encoding == input.finalEncoding, "framer, \(chunking): encoding is \(framer.encoding)")
         }
     }
 
@@ -420,14 +426,17 @@ enum StreamFuzzOracle {
             switch unit {
             case .line(let line):
                 let bytes = Array(line.utf8)
-                try fuzzRequire(!bytes.isEmpty && bytes.count <= maxLine,
-                                "\(what): unit \(index) is a line of \(bytes.count) bytes")
-                try fuzzRequire(bytes.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x09 },
-                                "\(what): unit \(index) is a line with a non-printable byte: \(line.debugDescription)")
+                try fuzzRequire(
+                    !bytes.isEmpty && bytes.count <= maxLine,
+                    "\(what): unit \(index) is a line of \(bytes.count) bytes")
+                try fuzzRequire(
+                    bytes.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x09 },
+                    "\(what): unit \(index) is a line with a non-printable byte: \(line.debugDescription)")
                 accounted += bytes.count + 1  // at least its LF
             case .raw(let data):
-                try fuzzRequire(!data.isEmpty && data.count <= maxLine + 2,
-                                "\(what): unit \(index) is raw of \(data.count) bytes")
+                try fuzzRequire(
+                    !data.isEmpty && data.count <= maxLine + 2,
+                    "\(what): unit \(index) is raw of \(data.count) bytes")
                 accounted += data.count
             }
         }
@@ -503,7 +512,8 @@ enum StreamFuzzOracle {
             var kind = input.operation
             var all: [Operation] = []
             for index in 0..<input.operationCount {
-                let text = kind == .send ? "AT+SEND=" + sendPayloadHex : commandText + (index == 0 ? "" : "\(index + 1)")
+                let text =
+                    kind == .send ? "AT+SEND=" + sendPayloadHex : commandText + (index == 0 ? "" : "\(index + 1)")
                 all.append(Operation(kind: kind, logs: index > 0 || input.logs || kind == .send, text: text))
                 let next = (kinds.firstIndex(of: kind) ?? 0) + 1
                 kind = kinds[next % kinds.count]
@@ -587,7 +597,8 @@ enum StreamFuzzOracle {
                 if phase == .transaction && !wasStale { sawRaw = true }
             case .line(let line):
                 let lineClass = referenceClass(line)
-                let sensitive = !lineClass.isUnsolicited
+                let sensitive =
+                    !lineClass.isUnsolicited
                     && (phase == .transaction ? (operation != .send && !logs) : aftermath)
                 events.append(.line(line, sensitive: sensitive))
                 lineEvents += 1
@@ -598,7 +609,9 @@ enum StreamFuzzOracle {
                     events.append(.sendFinished(line))
                     // Only after the device accepted our frame: an earlier one is an older frame's.
                     if phase == .transaction && operation == .send && accepted {
-                        let completion = failure.map { Completion.fail(.writeFailed("the radio could not send the frame: \($0)")) }
+                        let completion = failure.map {
+                            Completion.fail(.writeFailed("the radio could not send the frame: \($0)"))
+                        }
                         complete(completion ?? .succeed([]), then: .idle, byUnit: true)
                     }
                 case .malformedRadioFrame, .malformedCrcError, .ready: break
@@ -632,7 +645,8 @@ enum StreamFuzzOracle {
                 guard !accepted else { return }
                 switch final {
                 case .ok: accepted = true
-                case .error: complete(.fail(.writeFailed("the device rejected the frame: \(line)")), then: .idle, byUnit: true)
+                case .error:
+                    complete(.fail(.writeFailed("the device rejected the frame: \(line)")), then: .idle, byUnit: true)
                 case nil: break
                 }
             }
@@ -711,7 +725,8 @@ enum StreamFuzzOracle {
             for action in actions {
                 switch action {
                 case .emit(.line): lineEvents += 1
-                case .succeed(let id, let lines): all.append((requests.firstIndex(of: id) ?? -1, .succeed(lines), lineEvents))
+                case .succeed(let id, let lines):
+                    all.append((requests.firstIndex(of: id) ?? -1, .succeed(lines), lineEvents))
                 case .fail(let id, let error): all.append((requests.firstIndex(of: id) ?? -1, .fail(error), lineEvents))
                 default: break
                 }
@@ -734,9 +749,10 @@ enum StreamFuzzOracle {
     static func checkReceive<Channel: FuzzChannel>(_ bytes: [UInt8], channel: Channel.Type) throws(FuzzOracleFailure) {
         let input = Input(bytes)
         let model = reference(input)
-        try fuzzRequire(model.completions.count == model.operations.count
-                            && Set(model.completions.map(\.operation)).count == model.operations.count,
-                        "reference: completions \(model.completions) for \(model.operations.count) operations")
+        try fuzzRequire(
+            model.completions.count == model.operations.count
+                && Set(model.completions.map(\.operation)).count == model.operations.count,
+            "reference: completions \(model.completions) for \(model.operations.count) operations")
 
         var first: ChannelRun? = nil
         for chunking in Chunking.allCases {
@@ -749,25 +765,35 @@ enum StreamFuzzOracle {
             }
             try fuzzRequire(events == model.events, "receive, \(chunking): \(firstDifference(events, model.events))")
             let completions = run.completions
-            try fuzzRequire(completions.map(\.operation) == model.completions.map(\.operation)
-                                && completions.map(\.completion) == model.completions.map(\.completion)
-                                && completions.map(\.lineEvents) == model.completions.map(\.lineEvents),
-                            "receive, \(chunking): completions \(completions), expected \(model.completions)")
-            try fuzzRequire(run.writes == model.writes.map(\.operation),
-                            "receive, \(chunking): lines written for operations \(run.writes), expected \(model.writes.map(\.operation))")
-            try fuzzRequire(run.endedIdle == (model.phase == .idle) && run.endedDraining == (model.phase == .draining),
-                            "receive, \(chunking): ended idle \(run.endedIdle), draining \(run.endedDraining); expected \(model.phase)")
+            try fuzzRequire(
+                completions.map(\.operation) == model.completions.map(\.operation)
+                    && completions.map(\.completion) == model.completions.map(\.completion)
+                    && completions.map(\.lineEvents) == model.completions.map(\.lineEvents),
+                "receive, \(chunking): completions \(completions), expected \(model.completions)")
+            try fuzzRequire(
+                run.writes == model.writes.map(\.operation),
+                "receive, \(chunking): lines written for operations \(run.writes), expected "
+                    + "\(model.writes.map(\.operation))"
+            )
+            try fuzzRequire(
+                run.endedIdle == (model.phase == .idle) && run.endedDraining == (model.phase == .draining),
+                "receive, \(chunking): ended idle \(run.endedIdle), draining \(run.endedDraining); expected "
+                    + "\(model.phase)"
+            )
             var written = 0
             for action in run.actions {
                 guard case .write(_, let line) = action else { continue }
                 let (operation, encoding) = model.writes[written]
                 let key: UInt8 = encoding == .plain ? 0 : 0x5A
                 let expected = Array((model.operations[operation].text + "\r\n").utf8).map { $0 ^ key }
-                try fuzzRequire(line == expected, "receive, \(chunking): write \(written) is \(line), expected \(expected)")
+                try fuzzRequire(
+                    line == expected, "receive, \(chunking): write \(written) is \(line), expected \(expected)")
                 written += 1
             }
             if let first {
-                try fuzzRequire(run == first, "receive: \(chunking) acted differently: \(firstDifference(run.actions, first.actions))")
+                try fuzzRequire(
+                    run == first,
+                    "receive: \(chunking) acted differently: \(firstDifference(run.actions, first.actions))")
             } else {
                 first = run
             }
@@ -776,17 +802,19 @@ enum StreamFuzzOracle {
         for event in model.events {
             switch event {
             case .radioFrame(let payload, let meta):
-                try fuzzRequire(!payload.isEmpty && (meta.len == nil || meta.len == payload.count),
-                                "a radio frame of \(payload.count) bytes with len \(String(describing: meta.len))")
+                try fuzzRequire(
+                    !payload.isEmpty && (meta.len == nil || meta.len == payload.count),
+                    "a radio frame of \(payload.count) bytes with len \(String(describing: meta.len))")
                 for reversed in [false, true] {
                     let line = "+DI:" + encodeFields(meta, payload: payload, reversed: reversed)
                     let again = LineClassifier.classify(line)
                     try fuzzRequire(again == .radioFrame(payload, meta), "re-encoded \(line) classified as \(again)")
                 }
                 let hex = Hex.encode(payload)
-                try fuzzRequire(Hex.decode(Array(hex.utf8)) == Array(payload)
-                                    && Hex.decode(Array(hex.lowercased().utf8)) == Array(payload),
-                                "Hex round trip of \(hex)")
+                try fuzzRequire(
+                    Hex.decode(Array(hex.utf8)) == Array(payload)
+                        && Hex.decode(Array(hex.lowercased().utf8)) == Array(payload),
+                    "Hex round trip of \(hex)")
             case .crcError(let meta, _):
                 for reversed in [false, true] {
                     let line = "+CRCERR:" + encodeFields(meta, payload: nil, reversed: reversed)
@@ -799,7 +827,8 @@ enum StreamFuzzOracle {
         }
     }
 
-    /// Where the stream's half after the event cut begins (two or three operations: the drain's quiet timer fires there).
+    /// Where the stream's half after the event cut begins (two or three operations: the drain's quiet timer fires
+    /// there).
     static func drainCut(_ input: Input) -> Int {
         input.eventCut + (input.stream.count - input.eventCut) / 2
     }
@@ -855,7 +884,9 @@ enum StreamFuzzOracle {
                     try fuzzRequire(live.removeValue(forKey: id) != nil, "\(chunking): \(id) cancelled but not running")
                 case .write(let id, _):
                     // The line of the first operation neither written nor completed.
-                    let next = run.requests.indices.first { !run.writes.contains($0) && !completed.contains(run.requests[$0]) }
+                    let next = run.requests.indices.first {
+                        !run.writes.contains($0) && !completed.contains(run.requests[$0])
+                    }
                     try fuzzRequire(next != nil, "\(chunking): a write with no operation waiting")
                     run.writes.append(next ?? -1)
                     writes.append(id)
@@ -898,7 +929,8 @@ enum StreamFuzzOracle {
             switch operation.kind {
             case .automatic, .collect:
                 (id, submitted) = channel.submitCommand(
-                    operation.text, timeout: timeout, mode: operation.kind == .collect ? .collectUntilTimeout : .automatic,
+                    operation.text, timeout: timeout,
+                    mode: operation.kind == .collect ? .collectUntilTimeout : .automatic,
                     log: operation.logs, owner: nil)
             case .send:
                 (id, submitted) = channel.submitSend(hexPayload: sendPayloadHex, timeout: timeout, owner: nil)
@@ -907,7 +939,8 @@ enum StreamFuzzOracle {
             if index == 0 {
                 let key: UInt8 = input.initialEncoding == .plain ? 0 : 0x5A
                 guard submitted.count == 2, case .startTimer(_, timeout) = submitted[0],
-                      case .write(_, let line) = submitted[1], line == Array((operation.text + "\r\n").utf8).map({ $0 ^ key })
+                    case .write(_, let line) = submitted[1],
+                    line == Array((operation.text + "\r\n").utf8).map({ $0 ^ key })
                 else { throw FuzzOracleFailure(description: "\(chunking): submitting acted \(submitted)") }
             } else {
                 try fuzzRequire(submitted.isEmpty, "\(chunking): submitting a queued operation acted \(submitted)")
@@ -941,7 +974,9 @@ enum StreamFuzzOracle {
         } else if !input.cutAction {
             try fire(timeout)
         }
-        try fuzzRequire(completed.count == operations.count, "\(chunking): \(completed.count) of \(operations.count) operations completed")
+        try fuzzRequire(
+            completed.count == operations.count,
+            "\(chunking): \(completed.count) of \(operations.count) operations completed")
         try fuzzRequire(channel.encoding == input.finalEncoding, "\(chunking): the encoding is \(channel.encoding)")
         run.endedIdle = channel.isIdle
         run.endedDraining = channel.isDraining
@@ -958,7 +993,8 @@ enum StreamFuzzOracle {
 
     /// The first index where two sequences differ, for failure messages.
     static func firstDifference<T: Equatable>(_ actual: [T], _ expected: [T]) -> String {
-        let index = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        let index =
+            zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
             ?? min(actual.count, expected.count)
         let got = index < actual.count ? "\(actual[index])" : "nothing"
         let want = index < expected.count ? "\(expected[index])" : "nothing"
@@ -978,7 +1014,9 @@ protocol FuzzChannel {
     mutating func submitCommand(
         _ text: String, timeout: Duration, mode: AtChannelStateMachine.ResponseMode, log: Bool, owner: ChannelRequestID?
     ) -> (ChannelRequestID, [ChannelAction])
-    mutating func submitSend(hexPayload: String, timeout: Duration, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction])
+    mutating func submitSend(hexPayload: String, timeout: Duration, owner: ChannelRequestID?) -> (
+        ChannelRequestID, [ChannelAction]
+    )
     mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction]
     mutating func timerFired(_ id: ChannelTimerID) -> [ChannelAction]
     mutating func cancel(_ id: ChannelRequestID) -> [ChannelAction]

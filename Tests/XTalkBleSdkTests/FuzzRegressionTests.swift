@@ -27,8 +27,9 @@ struct StreamFuzzRegressionTests {
         }
     }
 
-    @Test("every seed passes the receive oracle: the reference channel's events and completion, in every chunking",
-          arguments: seeds)
+    @Test(
+        "every seed passes the receive oracle: the reference channel's events and completion, in every chunking",
+        arguments: seeds)
     func receiveOracle(_ seed: FuzzSeed) {
         do {
             try StreamFuzzOracle.checkReceive(seed.bytes)
@@ -46,13 +47,15 @@ struct StreamFuzzRegressionTests {
             [0x00, 0x10].map { cut in
                 var bytes = seed.bytes.isEmpty ? [0] : seed.bytes
                 bytes[0] = bytes[0] & 0x2F | UInt8(sequence | cut)
-                return FuzzSeed(target: "receive", name: "\(seed.name) as 0x\(String(bytes[0], radix: 16))", bytes: bytes)
+                return FuzzSeed(
+                    target: "receive", name: "\(seed.name) as 0x\(String(bytes[0], radix: 16))", bytes: bytes)
             }
         }
     }
 
-    @Test("every receive seed, as two or three operations with a timeout or a cancellation, passes the receive oracle",
-          arguments: sequences)
+    @Test(
+        "every receive seed, as two or three operations with a timeout or a cancellation, passes the receive oracle",
+        arguments: sequences)
     func sequenceOracle(_ seed: FuzzSeed) {
         do {
             try StreamFuzzOracle.checkReceive(seed.bytes)
@@ -66,7 +69,10 @@ struct StreamFuzzRegressionTests {
     /// No fuzzer input has failed on these targets so far; those would join here.
     static let pinned: [(String, [UInt8])] = [
         // xor; 51 × 80 filler bytes, then 16 × "A" and a CR: the CR in position 4097 is held at the end.
-        ("a CR in position 4097 ends the stream", [0x01, 0xF2, 0, 0, 0, 0] + Array((String(repeating: "A", count: 16) + "\r").utf8)),
+        (
+            "a CR in position 4097 ends the stream",
+            [0x01, 0xF2, 0, 0, 0, 0] + Array((String(repeating: "A", count: 16) + "\r").utf8)
+        ),
         // The host switches to xor after "+DI:da" while the command runs: the switch waits for the operation.
         ("a switch during a command, mid-line", [0x08, 0, 0, 0, 0, 0x5B] + Array("+DI:data=AB\r\nOK\r\n".utf8)),
         // The same switch once the command timed out: it applies at once; the line's rest is raw.
@@ -108,23 +114,28 @@ struct ReceiveSequenceOracleTests {
     }
 
     static let cases: [Case] = [
-        Case(name: "the first of two times out; its late answer is drained; quiet, the next gets its own",
-             bytes: input(0x50, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
-             completions: [(0, .fail(.timeout), 0), (1, .succeed(["+V:2", "OK"]), 4)], writes: [0, 1]),
-        Case(name: "the first of two is cancelled; its late answer is drained; quiet, the next gets its own",
-             bytes: input(0x40, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
-             completions: [(0, .fail(.cancelled), 0), (1, .succeed(["+V:2", "OK"]), 4)], writes: [0, 1]),
-        Case(name: "three: the first cancelled on the wire, the last while waiting (never written)",
-             bytes: input(0xC0, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
-             completions: [(0, .fail(.cancelled), 0), (2, .fail(.cancelled), 0), (1, .succeed(["+V:2", "OK"]), 4)],
-             writes: [0, 1]),
-        Case(name: "a line still arriving when the quiet timer fires keeps the drain going; what follows is drained too",
-             bytes: input(0x50, "+A\r\n+BBBBBBBBB\r\nOK\r\n"),
-             completions: [(0, .fail(.timeout), 0), (1, .succeed([]), 3)], writes: [0, 1]),
-        Case(name: "xor, three: a send, then a command written as the send finishes, then a window cut by its timer",
-             bytes: input(0x95, event: 0xFF, "OK\r\n+SENDFIN:OK\r\n+P:2\r\nOK\r\n+P:3\r\nOK\r\n"),
-             completions: [(0, .succeed([]), 2), (1, .succeed(["+P:2", "OK"]), 4), (2, .succeed(["+P:3"]), 5)],
-             writes: [0, 1, 2]),
+        Case(
+            name: "the first of two times out; its late answer is drained; quiet, the next gets its own",
+            bytes: input(0x50, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
+            completions: [(0, .fail(.timeout), 0), (1, .succeed(["+V:2", "OK"]), 4)], writes: [0, 1]),
+        Case(
+            name: "the first of two is cancelled; its late answer is drained; quiet, the next gets its own",
+            bytes: input(0x40, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
+            completions: [(0, .fail(.cancelled), 0), (1, .succeed(["+V:2", "OK"]), 4)], writes: [0, 1]),
+        Case(
+            name: "three: the first cancelled on the wire, the last while waiting (never written)",
+            bytes: input(0xC0, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n"),
+            completions: [(0, .fail(.cancelled), 0), (2, .fail(.cancelled), 0), (1, .succeed(["+V:2", "OK"]), 4)],
+            writes: [0, 1]),
+        Case(
+            name: "a line still arriving when the quiet timer fires keeps the drain going; what follows is drained too",
+            bytes: input(0x50, "+A\r\n+BBBBBBBBB\r\nOK\r\n"),
+            completions: [(0, .fail(.timeout), 0), (1, .succeed([]), 3)], writes: [0, 1]),
+        Case(
+            name: "xor, three: a send, then a command written as the send finishes, then a window cut by its timer",
+            bytes: input(0x95, event: 0xFF, "OK\r\n+SENDFIN:OK\r\n+P:2\r\nOK\r\n+P:3\r\nOK\r\n"),
+            completions: [(0, .succeed([]), 2), (1, .succeed(["+P:2", "OK"]), 4), (2, .succeed(["+P:3"]), 5)],
+            writes: [0, 1, 2]),
     ]
 
     @Test("the reference gives the hand-worked results, and the SDK's channel agrees", arguments: cases)
@@ -142,8 +153,9 @@ struct ReceiveSequenceOracleTests {
         }
     }
 
-    @Test("a channel that writes the next command right after a timeout or cancellation, without draining, is flagged",
-          arguments: [0x40, 0x50] as [UInt8])
+    @Test(
+        "a channel that writes the next command right after a timeout or cancellation, without draining, is flagged",
+        arguments: [0x40, 0x50] as [UInt8])
     func noDrainIsFlagged(_ flags: UInt8) throws {
         let bytes = Self.input(flags, "+V:1\r\nOK\r\n+V:2\r\nOK\r\n")
         try StreamFuzzOracle.checkReceive(bytes)  // the SDK's channel passes
@@ -181,10 +193,11 @@ struct NoDrainChannel: FuzzChannel {
         return actions.filter { action in
             if case .startTimer(let id, _) = action { return id != bound && id != quiet }
             return true
-        } + ended.filter { action in
-            if case .cancelTimer(quiet) = action { return false }
-            return true
         }
+            + ended.filter { action in
+                if case .cancelTimer(quiet) = action { return false }
+                return true
+            }
     }
 
     mutating func bytesReceived(_ bytes: some Collection<UInt8>) -> [ChannelAction] { inner.bytesReceived(bytes) }
@@ -193,7 +206,9 @@ struct NoDrainChannel: FuzzChannel {
     ) -> (ChannelRequestID, [ChannelAction]) {
         inner.submitCommand(text, timeout: timeout, mode: mode, log: log, owner: owner)
     }
-    mutating func submitSend(hexPayload: String, timeout: Duration, owner: ChannelRequestID?) -> (ChannelRequestID, [ChannelAction]) {
+    mutating func submitSend(hexPayload: String, timeout: Duration, owner: ChannelRequestID?) -> (
+        ChannelRequestID, [ChannelAction]
+    ) {
         inner.submitSend(hexPayload: hexPayload, timeout: timeout, owner: owner)
     }
     mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] { inner.writeCompleted(id) }

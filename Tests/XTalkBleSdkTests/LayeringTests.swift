@@ -38,18 +38,23 @@ struct LayeringTests {
 
     @Test("the sans-I/O core names no client and no backend, and does no I/O, reads no clock")
     func coreIsSansIO() throws {
-        let found = try Self.violations(in: "Sources/XTalkBleSdk/Protocol", of: [
-            "XTalkBleClient", "BleBackend", "DispatchQueue", "FileManager", "FileHandle", "Thread.", "URLSession",
-            "ProcessInfo", "ContinuousClock", "SuspendingClock", "Date()", "Task.sleep", "print(",
-        ])
+        let found = try Self.violations(
+            in: "Sources/XTalkBleSdk/Protocol",
+            of: [
+                "XTalkBleClient", "BleBackend", "DispatchQueue", "FileManager", "FileHandle", "Thread.", "URLSession",
+                "ProcessInfo", "ContinuousClock", "SuspendingClock", "Date()", "Task.sleep", "print(",
+            ])
         #expect(found.isEmpty, "\(found)")
     }
 
     @Test("the simulated device has its own framing, parsing, codec, hex and GATT UUIDs")
     func simulatorIsIndependent() throws {
-        let found = try Self.violations(in: "Sources/XTalkSimulator", of: [
-            "LineFramer", "LineClassifier", "XTalkDeviceIDCodec", "Hex.", "AtInputValidation", "XTalkGatt", "encodeText(",
-        ])
+        let found = try Self.violations(
+            in: "Sources/XTalkSimulator",
+            of: [
+                "LineFramer", "LineClassifier", "XTalkDeviceIDCodec", "Hex.", "AtInputValidation", "XTalkGatt",
+                "encodeText(",
+            ])
         #expect(found.isEmpty, "\(found)")
         // The host's one hex codec, XTalkSupport's `Hex`, is in reach through XTalkBleSdk's re-export of
         // XTalkSupport (package access): the identifier must not appear at all, qualified or not.

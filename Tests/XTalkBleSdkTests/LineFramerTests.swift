@@ -44,22 +44,29 @@ struct LineFramerTests {
     static let vectors: [Vector] = [
         Vector(name: "CR LF terminates a line", input: ascii("OK\r\n"), expected: [.line("OK")]),
         Vector(name: "bare LF terminates a line", input: ascii("OK\n"), expected: [.line("OK")]),
-        Vector(name: "several lines in one chunk", input: ascii("+VER:1.2\r\nOK\r\n"),
-               expected: [.line("+VER:1.2"), .line("OK")]),
+        Vector(
+            name: "several lines in one chunk", input: ascii("+VER:1.2\r\nOK\r\n"),
+            expected: [.line("+VER:1.2"), .line("OK")]),
         Vector(name: "empty lines are ignored", input: ascii("\r\n\n\r\nOK\r\n\r\n"), expected: [.line("OK")]),
-        Vector(name: "only one trailing CR is stripped", input: ascii("A\r\r\n"),
-               expected: [.raw(Data(ascii("A\r\r\n")))]),
-        Vector(name: "CR inside a line makes it raw", input: ascii("A\rB\r\n"),
-               expected: [.raw(Data(ascii("A\rB\r\n")))]),
+        Vector(
+            name: "only one trailing CR is stripped", input: ascii("A\r\r\n"),
+            expected: [.raw(Data(ascii("A\r\r\n")))]),
+        Vector(
+            name: "CR inside a line makes it raw", input: ascii("A\rB\r\n"),
+            expected: [.raw(Data(ascii("A\rB\r\n")))]),
         Vector(name: "tab is printable", input: ascii("A\tB\r\n"), expected: [.line("A\tB")]),
         Vector(name: "spaces are kept", input: ascii(" OK \r\n"), expected: [.line(" OK ")]),
-        Vector(name: "non-printable line is raw with its terminator",
-               input: [0x41, 0x00, 0x42, 0x0D, 0x0A], expected: [.raw(Data([0x41, 0x00, 0x42, 0x0D, 0x0A]))]),
+        Vector(
+            name: "non-printable line is raw with its terminator",
+            input: [0x41, 0x00, 0x42, 0x0D, 0x0A], expected: [.raw(Data([0x41, 0x00, 0x42, 0x0D, 0x0A]))]),
         Vector(name: "DEL is not printable", input: [0x7F, 0x0A], expected: [.raw(Data([0x7F, 0x0A]))]),
-        Vector(name: "high bytes are not printable", input: [0xC3, 0xA9, 0x0A], expected: [.raw(Data([0xC3, 0xA9, 0x0A]))]),
+        Vector(
+            name: "high bytes are not printable", input: [0xC3, 0xA9, 0x0A],
+            expected: [.raw(Data([0xC3, 0xA9, 0x0A]))]),
         Vector(name: "unterminated tail is held", input: ascii("OK\r\nERR"), expected: [.line("OK")]),
-        Vector(name: "raw line between printable lines", input: ascii("A\n") + [0x01, 0x0A] + ascii("B\n"),
-               expected: [.line("A"), .raw(Data([0x01, 0x0A])), .line("B")]),
+        Vector(
+            name: "raw line between printable lines", input: ascii("A\n") + [0x01, 0x0A] + ascii("B\n"),
+            expected: [.line("A"), .raw(Data([0x01, 0x0A])), .line("B")]),
     ]
 
     @Test("golden vectors, whole and one byte at a time", arguments: vectors)
@@ -76,7 +83,9 @@ struct LineFramerTests {
             return unit
         }
         #expect(frame(xored(vector.input), encoding: .xor) == expected)
-        #expect(frame(xored(vector.input), encoding: .xor, chunks: Array(repeating: 1, count: vector.input.count)) == expected)
+        #expect(
+            frame(xored(vector.input), encoding: .xor, chunks: Array(repeating: 1, count: vector.input.count))
+                == expected)
     }
 
     @Test("plain bytes read as xor are garbage, never the plain line")
@@ -163,7 +172,8 @@ struct LineFramerTests {
         #expect(units == [.raw(Data(ascii("ING:t1\r\n"))), .line("OK")])
     }
 
-    @Test("switching twice: the second switch judges the same last byte in its own encoding (chaos seed 52284421341994)")
+    @Test(
+        "switching twice: the second switch judges the same last byte in its own encoding (chaos seed 52284421341994)")
     func resetTwice() {
         // A plain device read as xor: a whole plain line has no xor line end, so it stays buffered.
         var framer = LineFramer(encoding: .xor)
@@ -178,7 +188,12 @@ struct LineFramerTests {
         #expect(units == [.line("+PING:x"), .line("OK")])
     }
 
-    @Test("after a switch from the wrong encoding, the device's line end inside the buffer counts (chaos seed 6516639812896)")
+    @Test(
+        """
+        after a switch from the wrong encoding, the device's line end inside the buffer counts (chaos seed \
+        6516639812896)
+        """
+    )
     func resetFromWrongEncoding() {
         // An xor device read as plain: its encoded LF (0x50) is no plain terminator, so
         // whole lines pile up in the buffer. After the switch to xor, the next line is whole.
@@ -237,7 +252,9 @@ struct LineFramerTests {
             #expect(reference.count == 11)
             #expect(frame(stream, encoding: encoding, chunks: Array(repeating: 1, count: stream.count)) == reference)
             for mtu in [23, 185, 247, 517] {
-                #expect(frame(stream, encoding: encoding, chunks: Array(repeating: mtu - 3, count: stream.count)) == reference)
+                #expect(
+                    frame(stream, encoding: encoding, chunks: Array(repeating: mtu - 3, count: stream.count))
+                        == reference)
             }
             let seed = UInt64.random(in: 0...UInt64.max)
             let rng = SimulatorRandom(seed: seed)

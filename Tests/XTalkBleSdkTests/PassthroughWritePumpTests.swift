@@ -25,7 +25,9 @@ struct PassthroughWritePumpTests {
         var pump = PassthroughWritePump(writeType: .withoutResponse)
         pump.enqueueUnattributed([0x0D, 0x0A])
         pump.enqueue(a, Array(0..<10))
-        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data([0x0D, 0x0A] + Array(0..<10)), completes: [a]))
+        #expect(
+            pump.nextChunk(maximumLength: 20, canSend: true)
+                == .init(bytes: Data([0x0D, 0x0A] + Array(0..<10)), completes: [a]))
         #expect(!pump.isBusy)
         // With response: a refused chunk that stopped inside an unattributed
         // write drops its rest and fails only the attributed lines it held.
@@ -38,7 +40,9 @@ struct PassthroughWritePumpTests {
         acked.enqueue(b, [3])
         #expect(acked.nextChunk(maximumLength: 20, canSend: true)?.bytes.count == 20)
         #expect(acked.acknowledged(error: "refused") == [.failed(a, reason: "refused")])
-        #expect(acked.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data([3]), "the rest of the unattributed write is dropped")
+        #expect(
+            acked.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data([3]),
+            "the rest of the unattributed write is dropped")
         #expect(acked.acknowledged(error: nil) == [.completed(b)])
     }
 
@@ -88,7 +92,8 @@ struct PassthroughWritePumpTests {
         spanning.enqueue(b, Array(10..<30))
         spanning.enqueue(ChannelWriteID(raw: 3), [99])
         #expect(spanning.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data(0..<20))
-        #expect(spanning.acknowledged(error: "refused") == [.failed(a, reason: "refused"), .failed(b, reason: "refused")])
+        #expect(
+            spanning.acknowledged(error: "refused") == [.failed(a, reason: "refused"), .failed(b, reason: "refused")])
         #expect(spanning.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data([99]), "b's rest is dropped")
     }
 

@@ -8,8 +8,10 @@ import Testing
 struct StaleLineRulesTests {
     /// Whether each of `count` units of one batch is stale, with a write
     /// during the handling of the units at `writesAt` (its partial-line flag).
-    static func batch(_ rules: inout StaleLineRules, units count: Int,
-                      writesAt: [Int: Bool] = [:]) -> [Bool] {
+    static func batch(
+        _ rules: inout StaleLineRules, units count: Int,
+        writesAt: [Int: Bool] = [:]
+    ) -> [Bool] {
         let batch = rules.batchStarts()
         var stale: [Bool] = []
         for unit in 0..<count {
@@ -100,10 +102,12 @@ struct StaleLineRulesTests {
         rules.sensitiveCommandEnded()
         #expect(rules.isSensitive(unsolicited: false, stale: false, wire: .nobody), "its late reply, while idle")
         #expect(!rules.isSensitive(unsolicited: true, stale: false, wire: .nobody))
-        #expect(rules.isSensitive(unsolicited: false, stale: true, wire: .loggedOperation),
-                "received before the next command's write: still the old command's")
-        #expect(!rules.isSensitive(unsolicited: false, stale: false, wire: .loggedOperation),
-                "the next command's own response")
+        #expect(
+            rules.isSensitive(unsolicited: false, stale: true, wire: .loggedOperation),
+            "received before the next command's write: still the old command's")
+        #expect(
+            !rules.isSensitive(unsolicited: false, stale: false, wire: .loggedOperation),
+            "the next command's own response")
         rules.writeStarted(framerHasPartialLine: false)
         #expect(!rules.isSensitive(unsolicited: false, stale: true, wire: .loggedOperation), "a new write ends it")
         #expect(!rules.isSensitive(unsolicited: false, stale: false, wire: .nobody))

@@ -4,8 +4,9 @@ import Testing
 /// The options of `sendSpec`, read as text: value options with and without a short name, and flags with
 /// and without one.
 private enum Send {
-    static let timeout = OptionSpec.string("timeout", short: "t", value: "SECONDS",
-                                           help: "How long to wait (default 3).")
+    static let timeout = OptionSpec.string(
+        "timeout", short: "t", value: "SECONDS",
+        help: "How long to wait (default 3).")
     static let rssi = OptionSpec.string("rssi", value: "DBM", help: "Minimum signal strength.")
     static let name = OptionSpec.repeatable("name", short: "n", value: "NAME", help: "A device name; repeatable.")
     static let encoding = OptionSpec.choice("encoding", from: ["plain", "xor"], help: "The AT encoding.")
@@ -116,13 +117,15 @@ extension ArgumentParserTests {
             #expect(parsed?.options == ["json": []])
         }
 
-        @Test("an option's value may start with '-'", arguments: [
-            (["--rssi", "-50", "AA"], Send.rssi, "-50"),
-            (["--rssi=-50", "AA"], Send.rssi, "-50"),
-            (["-t", "-1", "AA"], Send.timeout, "-1"),
-            (["--name", "--json", "AA"], Send.lastName, "--json"),
-            (["--name", "-", "AA"], Send.lastName, "-"),
-        ])
+        @Test(
+            "an option's value may start with '-'",
+            arguments: [
+                (["--rssi", "-50", "AA"], Send.rssi, "-50"),
+                (["--rssi=-50", "AA"], Send.rssi, "-50"),
+                (["-t", "-1", "AA"], Send.timeout, "-1"),
+                (["--name", "--json", "AA"], Send.lastName, "--json"),
+                (["--name", "-", "AA"], Send.lastName, "-"),
+            ])
         func dashValues(arguments: [String], option: OptionSpec<String?>, expected: String) throws {
             let parsed = parse(arguments)
             #expect(try parsed?[option] == expected)
@@ -170,7 +173,8 @@ extension ArgumentParserTests {
 
         @Test("a variadic positional collects every remaining argument in order")
         func variadicCollects() {
-            #expect(parse(["AT", "--json", "AT+VER?", "AT+ID?"], variadic)?.positionals == ["AT", "AT+VER?", "AT+ID?"])
+            #expect(
+                parse(["AT", "--json", "AT+VER?", "AT+ID?"], variadic)?.positionals == ["AT", "AT+VER?", "AT+ID?"])
         }
 
         @Test("a required variadic positional needs at least one argument")
@@ -180,8 +184,9 @@ extension ArgumentParserTests {
 
         @Test("an optional variadic positional accepts none")
         func optionalVariadic() {
-            let spec = CommandSpec(name: "x", summary: "X.",
-                                   positionals: [PositionalSpec(name: "FILE", help: "Files.", isVariadic: true, isOptional: true)])
+            let spec = CommandSpec(
+                name: "x", summary: "X.",
+                positionals: [PositionalSpec(name: "FILE", help: "Files.", isVariadic: true, isOptional: true)])
             #expect(parse([], spec)?.positionals == [])
             #expect(parse(["a", "b"], spec)?.positionals == ["a", "b"])
         }
@@ -206,28 +211,30 @@ extension ArgumentParserTests {
 extension ArgumentParserTests {
     @Suite("Usage errors name the flag")
     struct Errors {
-        @Test("every usage error's exact message", arguments: [
-            (["AA", "--timeout"], "option --timeout needs a value (SECONDS)"),
-            (["AA", "-t"], "option -t needs a value (SECONDS)"),
-            (["AA", "--json=1"], "flag --json takes no value"),
-            (["AA", "--json="], "flag --json takes no value"),
-            (["AA", "-v=1"], "unknown option -v=1"),
-            (["AA", "--help=yes"], "flag --help takes no value"),
-            (["AA", "--foo"], "unknown option --foo"),
-            (["AA", "--foo=3"], "unknown option --foo"),
-            (["AA", "-x"], "unknown option -x"),
-            (["AA", "-vt"], "unknown option -vt"),
-            (["AA", "--jsn"], "unknown option --jsn; did you mean --json?"),
-            (["AA", "--JSON"], "unknown option --JSON"),
-            (["AA", "--timeot", "5"], "unknown option --timeot; did you mean --timeout?"),
-            (["AA", "-json"], "unknown option -json; did you mean --json?"),
-            (["AA", "--hlp"], "unknown option --hlp; did you mean --help?"),
-            (["AA", "---json"], "unknown option ---json; did you mean --json?"),
-            ([], "missing argument <HEX>"),
-            (["--json"], "missing argument <HEX>"),
-            (["AA", "BB"], "unexpected argument 'BB'"),
-            (["AA", "--", "--json"], "unexpected argument '--json'"),
-        ])
+        @Test(
+            "every usage error's exact message",
+            arguments: [
+                (["AA", "--timeout"], "option --timeout needs a value (SECONDS)"),
+                (["AA", "-t"], "option -t needs a value (SECONDS)"),
+                (["AA", "--json=1"], "flag --json takes no value"),
+                (["AA", "--json="], "flag --json takes no value"),
+                (["AA", "-v=1"], "unknown option -v=1"),
+                (["AA", "--help=yes"], "flag --help takes no value"),
+                (["AA", "--foo"], "unknown option --foo"),
+                (["AA", "--foo=3"], "unknown option --foo"),
+                (["AA", "-x"], "unknown option -x"),
+                (["AA", "-vt"], "unknown option -vt"),
+                (["AA", "--jsn"], "unknown option --jsn; did you mean --json?"),
+                (["AA", "--JSON"], "unknown option --JSON"),
+                (["AA", "--timeot", "5"], "unknown option --timeot; did you mean --timeout?"),
+                (["AA", "-json"], "unknown option -json; did you mean --json?"),
+                (["AA", "--hlp"], "unknown option --hlp; did you mean --help?"),
+                (["AA", "---json"], "unknown option ---json; did you mean --json?"),
+                ([], "missing argument <HEX>"),
+                (["--json"], "missing argument <HEX>"),
+                (["AA", "BB"], "unexpected argument 'BB'"),
+                (["AA", "--", "--json"], "unexpected argument '--json'"),
+            ])
         func messages(arguments: [String], message: String) {
             #expect(usageError(arguments) == message)
         }
@@ -258,8 +265,9 @@ extension ArgumentParserTests {
 
         @Test("a suggestion needs a close enough name: short names allow one edit only")
         func noFarSuggestion() {
-            let spec = CommandSpec(name: "x", summary: "X.",
-                                   options: [OptionSpec.string("ip", value: "IP", help: "IP.")])
+            let spec = CommandSpec(
+                name: "x", summary: "X.",
+                options: [OptionSpec.string("ip", value: "IP", help: "IP.")])
             #expect(usageError(["--xy"], spec) == "unknown option --xy")
             #expect(usageError(["--ipp", "1"], spec) == "unknown option --ipp; did you mean --ip?")
             #expect(usageError(["--zzzzzz"]) == "unknown option --zzzzzz")
@@ -270,9 +278,11 @@ extension ArgumentParserTests {
 extension ArgumentParserTests {
     @Suite("Help")
     struct HelpRequests {
-        @Test("-h or --help anywhere requests help, even with positionals missing", arguments: [
-            ["-h"], ["--help"], ["AA", "-h"], ["--json", "--help", "AA"], ["--timeout", "5", "-h"],
-        ])
+        @Test(
+            "-h or --help anywhere requests help, even with positionals missing",
+            arguments: [
+                ["-h"], ["--help"], ["AA", "-h"], ["--json", "--help", "AA"], ["--timeout", "5", "-h"],
+            ])
         func helpAnywhere(arguments: [String]) {
             #expect(parse(arguments)?.isHelpRequested == true)
         }
@@ -320,16 +330,21 @@ extension ArgumentParserTests {
             #expect(try Self.read([], Self.count(in: 1...1000)) == nil)
         }
 
-        @Test("bad integers name the option and the expected range", arguments: [
-            ("x", 1...1000, "invalid value 'x' for --count: expected an integer from 1 to 1000"),
-            ("0", 1...1000, "invalid value '0' for --count: expected an integer from 1 to 1000"),
-            ("1001", 1...1000, "invalid value '1001' for --count: expected an integer from 1 to 1000"),
-            ("1.5", 1...1000, "invalid value '1.5' for --count: expected an integer from 1 to 1000"),
-            ("", 1...1000, "invalid value '' for --count: expected an integer from 1 to 1000"),
-            ("0", 1...Int.max, "invalid value '0' for --count: expected an integer of at least 1"),
-            ("5", Int.min...0, "invalid value '5' for --count: expected an integer of at most 0"),
-            ("99999999999999999999", Int.min...Int.max, "invalid value '99999999999999999999' for --count: expected an integer"),
-        ])
+        @Test(
+            "bad integers name the option and the expected range",
+            arguments: [
+                ("x", 1...1000, "invalid value 'x' for --count: expected an integer from 1 to 1000"),
+                ("0", 1...1000, "invalid value '0' for --count: expected an integer from 1 to 1000"),
+                ("1001", 1...1000, "invalid value '1001' for --count: expected an integer from 1 to 1000"),
+                ("1.5", 1...1000, "invalid value '1.5' for --count: expected an integer from 1 to 1000"),
+                ("", 1...1000, "invalid value '' for --count: expected an integer from 1 to 1000"),
+                ("0", 1...Int.max, "invalid value '0' for --count: expected an integer of at least 1"),
+                ("5", Int.min...0, "invalid value '5' for --count: expected an integer of at most 0"),
+                (
+                    "99999999999999999999", Int.min...Int.max,
+                    "invalid value '99999999999999999999' for --count: expected an integer"
+                ),
+            ])
         func badInt(text: String, range: ClosedRange<Int>, message: String) {
             #expect(throws: UsageError(message)) {
                 try Self.read(["--count", text], Self.count(in: range))
@@ -352,15 +367,17 @@ extension ArgumentParserTests {
             #expect(try Self.read([], Self.timeout()) == nil)
         }
 
-        @Test("bad numbers name the option and the expected range", arguments: [
-            ("abc", "invalid value 'abc' for --timeout: expected a number from 0.05 to 60"),
-            ("0.01", "invalid value '0.01' for --timeout: expected a number from 0.05 to 60"),
-            ("61", "invalid value '61' for --timeout: expected a number from 0.05 to 60"),
-            ("nan", "invalid value 'nan' for --timeout: expected a number from 0.05 to 60"),
-            ("inf", "invalid value 'inf' for --timeout: expected a number from 0.05 to 60"),
-            ("0x10", "invalid value '0x10' for --timeout: expected a number from 0.05 to 60"),
-            ("", "invalid value '' for --timeout: expected a number from 0.05 to 60"),
-        ])
+        @Test(
+            "bad numbers name the option and the expected range",
+            arguments: [
+                ("abc", "invalid value 'abc' for --timeout: expected a number from 0.05 to 60"),
+                ("0.01", "invalid value '0.01' for --timeout: expected a number from 0.05 to 60"),
+                ("61", "invalid value '61' for --timeout: expected a number from 0.05 to 60"),
+                ("nan", "invalid value 'nan' for --timeout: expected a number from 0.05 to 60"),
+                ("inf", "invalid value 'inf' for --timeout: expected a number from 0.05 to 60"),
+                ("0x10", "invalid value '0x10' for --timeout: expected a number from 0.05 to 60"),
+                ("", "invalid value '' for --timeout: expected a number from 0.05 to 60"),
+            ])
         func badDouble(text: String, message: String) {
             #expect(throws: UsageError(message)) {
                 try Self.read(["--timeout", text], Self.timeout(in: 0.05...60))
@@ -398,8 +415,9 @@ extension ArgumentParserTests {
         func endToEnd() throws {
             let parsed = try ArgumentParser.parse(["-t", "2.5", "--encoding=plain", "AA"], for: sendSpec)
             let declaration = Send.timeout.declaration
-            let asDouble = OptionSpec.double("timeout", short: declaration.short, value: "SECONDS", in: 0...10,
-                                             help: declaration.help)
+            let asDouble = OptionSpec.double(
+                "timeout", short: declaration.short, value: "SECONDS", in: 0...10,
+                help: declaration.help)
             let asInt = OptionSpec.int("timeout", short: declaration.short, value: "SECONDS", help: declaration.help)
             #expect(try parsed[asDouble] == 2.5)
             #expect(try parsed[Send.encoding] == "plain")
@@ -470,13 +488,15 @@ extension ArgumentParserTests {
         @Test("help lists every option of a command and its usage line")
         func everyOption() {
             let help = ArgumentParser.help(for: sendSpec, commandPath: "xtalk send")
-            #expect(help.hasPrefix("""
-                USAGE: xtalk send [--timeout SECONDS] [--rssi DBM] [--name NAME]
-                                  [--encoding plain|xor] [--json] [--verbose] <HEX>
+            #expect(
+                help.hasPrefix(
+                    """
+                    USAGE: xtalk send [--timeout SECONDS] [--rssi DBM] [--name NAME]
+                                      [--encoding plain|xor] [--json] [--verbose] <HEX>
 
-                Send a radio payload.
+                    Send a radio payload.
 
-                """))
+                    """))
             for option in sendSpec.options {
                 #expect(help.contains("--\(option.name)"), "missing --\(option.name)")
                 #expect(help.contains(option.help), "missing the help of --\(option.name)")
@@ -496,29 +516,44 @@ extension ArgumentParserTests {
 
         @Test("positional forms in the usage line, and no ARGUMENTS section without positionals")
         func positionalForms() {
-            let spec = CommandSpec(name: "x", summary: "X.", positionals: [
-                PositionalSpec(name: "A", help: "A."),
-                PositionalSpec(name: "B", help: "B.", isOptional: true),
-                PositionalSpec(name: "C", help: "C.", isVariadic: true, isOptional: true),
-            ])
-            #expect(ArgumentParser.help(for: spec, commandPath: "xtalk x").hasPrefix("USAGE: xtalk x <A> [<B>] [<C> ...]\n"))
-            #expect(ArgumentParser.help(for: variadic, commandPath: "xtalk at").hasPrefix("USAGE: xtalk at [--json] [--verbose] <COMMAND> ...\n"))
+            let spec = CommandSpec(
+                name: "x", summary: "X.",
+                positionals: [
+                    PositionalSpec(name: "A", help: "A."),
+                    PositionalSpec(name: "B", help: "B.", isOptional: true),
+                    PositionalSpec(name: "C", help: "C.", isVariadic: true, isOptional: true),
+                ])
+            #expect(
+                ArgumentParser.help(for: spec, commandPath: "xtalk x").hasPrefix("USAGE: xtalk x <A> [<B>] [<C> ...]\n")
+            )
+            #expect(
+                ArgumentParser.help(for: variadic, commandPath: "xtalk at").hasPrefix(
+                    "USAGE: xtalk at [--json] [--verbose] <COMMAND> ...\n"))
             let bare = ArgumentParser.help(for: CommandSpec(name: "y", summary: "Y."), commandPath: "xtalk y")
             #expect(bare == "USAGE: xtalk y\n\nY.\n\nOPTIONS:\n  -h, --help              Show help for this command.")
         }
 
         @Test("a label too long for the column puts its help on the next line, and long help wraps under the column")
         func longLabelAndHelp() {
-            let spec = CommandSpec(name: "x", summary: "X.", options: [
-                OptionSpec.choice("firmware-encoding", from: ["plain", "xor"],
-                                  help: "Simulator: the firmware's encoding."),
-                OptionSpec.choice("backend", from: ["simulator", "platform"],
-                                  help: String(repeating: "word ", count: 20)),
-            ])
+            let spec = CommandSpec(
+                name: "x", summary: "X.",
+                options: [
+                    OptionSpec.choice(
+                        "firmware-encoding", from: ["plain", "xor"],
+                        help: "Simulator: the firmware's encoding."),
+                    OptionSpec.choice(
+                        "backend", from: ["simulator", "platform"],
+                        help: String(repeating: "word ", count: 20)),
+                ])
             let help = ArgumentParser.help(for: spec, commandPath: "xtalk x")
-            #expect(help.contains("\n  --firmware-encoding plain|xor\n                          Simulator: the firmware's encoding.\n"))
+            #expect(
+                help.contains(
+                    "\n  --firmware-encoding plain|xor\n                          Simulator: the firmware's encoding.\n"
+                ))
             #expect(help.contains("\n  --backend simulator|platform\n                          word word"))
-            let wrapped = help.split(separator: "\n").filter { $0.hasPrefix(String(repeating: " ", count: 26) + "word") }
+            let wrapped = help.split(separator: "\n").filter {
+                $0.hasPrefix(String(repeating: " ", count: 26) + "word")
+            }
             #expect(wrapped.count == 2)
         }
     }

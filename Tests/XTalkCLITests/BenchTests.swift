@@ -10,8 +10,9 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
     let err = Lines()
     let (stream, continuation) = AsyncStream<String>.makeStream()
     continuation.finish()
-    let context = CommandContext(virtualClock: nil, input: stream,
-                                 writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
+    let context = CommandContext(
+        virtualClock: nil, input: stream,
+        writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
     let start = ContinuousClock.now
     let code = await XTalkCLI.run(arguments, context: context)
     return CLIResult(code: code, out: out.all, err: err.all, elapsed: ContinuousClock.now - start)
@@ -115,7 +116,10 @@ struct BenchTests {
     func help() async {
         let result = await xtalkRealTime(["bench", "--help"])
         #expect(result.code == 0)
-        for text in ["USAGE: xtalk bench", "--quick", "--only ROWS", "--deterministic", "--json", "swift run -c release xtalk bench"] {
+        for text in [
+            "USAGE: xtalk bench", "--quick", "--only ROWS", "--deterministic", "--json",
+            "swift run -c release xtalk bench",
+        ] {
             #expect(result.stdout.contains(text), "\(text)")
         }
     }

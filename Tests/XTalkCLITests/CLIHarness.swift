@@ -40,8 +40,9 @@ func xtalk(_ arguments: [String], input: [String] = [], cancelAfter: Duration? =
     let (stream, continuation) = AsyncStream<String>.makeStream()
     for line in input { continuation.yield(line) }
     continuation.finish()
-    let context = CommandContext(virtualClock: clock, input: stream,
-                                 writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
+    let context = CommandContext(
+        virtualClock: clock, input: stream,
+        writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
     let task = Task { @MainActor in await XTalkCLI.run(arguments, context: context) }
     if let cancelAfter {
         await clock.advance(by: cancelAfter)
@@ -75,10 +76,13 @@ final class XtalkChild: @unchecked Sendable {
     init(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
         self.arguments = arguments
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [directory.appendingPathComponent("xtalk"),
-                          directory.deletingLastPathComponent().appendingPathComponent("xtalk")]
-        let binary = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
-                                  "the xtalk binary is built next to the tests", sourceLocation: sourceLocation)
+        let candidates = [
+            directory.appendingPathComponent("xtalk"),
+            directory.deletingLastPathComponent().appendingPathComponent("xtalk"),
+        ]
+        let binary = try #require(
+            candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
+            "the xtalk binary is built next to the tests", sourceLocation: sourceLocation)
         process.executableURL = binary
         process.arguments = arguments
         let outPipe = Pipe()
@@ -120,8 +124,10 @@ final class XtalkChild: @unchecked Sendable {
     /// Waits until `done(stdout)` holds. After `seconds`, or when the child
     /// ended without it, records a failure naming `what`, kills the child and returns false.
     @discardableResult
-    func waitForOutput(_ what: String, within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation,
-                       until done: (String) -> Bool) -> Bool {
+    func waitForOutput(
+        _ what: String, within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation,
+        until done: (String) -> Bool
+    ) -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
         condition.lock()
         while !done(String(decoding: out, as: UTF8.self)) {
@@ -159,8 +165,11 @@ final class XtalkChild: @unchecked Sendable {
     /// Swift runtime, and the process may still exit 0: a failure here.
     func expectCleanStderr(sourceLocation: SourceLocation = #_sourceLocation) {
         let text = stderr
-        #expect(text.range(of: #"continuation misuse|leaked (its )?continuation"#, options: [.regularExpression, .caseInsensitive]) == nil,
-                "\(name) reported continuation misuse on stderr:\n\(text)", sourceLocation: sourceLocation)
+        #expect(
+            text.range(
+                of: #"continuation misuse|leaked (its )?continuation"#, options: [.regularExpression, .caseInsensitive])
+                == nil,
+            "\(name) reported continuation misuse on stderr:\n\(text)", sourceLocation: sourceLocation)
     }
 
     /// Records `message`, then kills the child (SIGKILL) and waits for it, so that nothing outlives the test.

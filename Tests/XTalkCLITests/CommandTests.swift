@@ -18,7 +18,9 @@ struct CommandTests {
         }
     }
 
-    @Test("every command has its own --help", arguments: ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell"])
+    @Test(
+        "every command has its own --help",
+        arguments: ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell"])
     func commandHelp(_ command: String) async {
         let result = await xtalk([command, "--help"])
         #expect(result.code == 0)
@@ -28,24 +30,26 @@ struct CommandTests {
         #expect(await xtalk(["help", command]).stdout == result.stdout)
     }
 
-    @Test("usage errors exit 2 and name the problem", arguments: [
-        (["frobnicate"], "unknown command 'frobnicate'"),
-        (["scan", "--bogus"], "unknown option --bogus"),
-        (["scan", "--timeout"], "--timeout"),
-        (["scan", "--timeout", "soon"], "--timeout"),
-        (["auth", "--mtu", "9"], "--mtu"),
-        (["auth", "--firmware-encoding", "rot13"], "--firmware-encoding"),
-        (["at"], "COMMAND"),
-        (["send"], "HEX"),
-        (["send", "ABC"], "<HEX>"),
-        (["send", "zz"], "<HEX>"),
-        (["send", ""], "<HEX>"),
-        (["send", "+1-0"], "<HEX>"),
-        (["send", String(repeating: "00", count: 241)], "241 bytes"),
-        (["ping", "--count", "0"], "--count"),
-        (["at", "AT", "--encoding", "ebcdic"], "--encoding"),
-        (["scan", "--json=yes"], "--json"),
-    ])
+    @Test(
+        "usage errors exit 2 and name the problem",
+        arguments: [
+            (["frobnicate"], "unknown command 'frobnicate'"),
+            (["scan", "--bogus"], "unknown option --bogus"),
+            (["scan", "--timeout"], "--timeout"),
+            (["scan", "--timeout", "soon"], "--timeout"),
+            (["auth", "--mtu", "9"], "--mtu"),
+            (["auth", "--firmware-encoding", "rot13"], "--firmware-encoding"),
+            (["at"], "COMMAND"),
+            (["send"], "HEX"),
+            (["send", "ABC"], "<HEX>"),
+            (["send", "zz"], "<HEX>"),
+            (["send", ""], "<HEX>"),
+            (["send", "+1-0"], "<HEX>"),
+            (["send", String(repeating: "00", count: 241)], "241 bytes"),
+            (["ping", "--count", "0"], "--count"),
+            (["at", "AT", "--encoding", "ebcdic"], "--encoding"),
+            (["scan", "--json=yes"], "--json"),
+        ])
     func usageErrors(_ arguments: [String], _ fragment: String) async {
         let result = await xtalk(arguments)
         #expect(result.code == 2, "\(arguments)")
@@ -57,7 +61,9 @@ struct CommandTests {
     func scan() async {
         let human = await xtalk(["scan", "--timeout", "1"])
         #expect(human.code == 0)
-        #expect(human.out.contains { $0.hasPrefix("xTalk-0001") && $0.contains("C0:FF:EE:00:00:01") && $0.hasSuffix("dBm") })
+        #expect(
+            human.out.contains { $0.hasPrefix("xTalk-0001") && $0.contains("C0:FF:EE:00:00:01") && $0.hasSuffix("dBm") }
+        )
         #expect(human.out.last == "3 devices")
         #expect(human.elapsed >= .seconds(1))
         let json = await xtalk(["scan", "--timeout", "1", "--json"])
@@ -96,7 +102,9 @@ struct CommandTests {
         #expect(human.code == 0)
         #expect(human.stdout.contains("did:xtalk:B5803039"))
         #expect(human.stdout.contains("challenge verified"))
-        let json = await xtalk(["auth", "--json", "--firmware-encoding", "plain", "--no-challenge", "--address", "C0:FF:EE:00:00:03"])
+        let json = await xtalk([
+            "auth", "--json", "--firmware-encoding", "plain", "--no-challenge", "--address", "C0:FF:EE:00:00:03",
+        ])
         let identity = json.records(ofType: "identity").first
         #expect(identity?["encoding"] as? String == "plain")
         #expect(identity?["challenge"] as? Bool == false)
@@ -124,7 +132,9 @@ struct CommandTests {
 
     @Test("a device that does not answer gives exit 5")
     func timeout() async {
-        let result = await xtalk(["at", "AT+VER?", "--encoding", "xor", "--firmware-encoding", "plain", "--timeout", "500"])
+        let result = await xtalk([
+            "at", "AT+VER?", "--encoding", "xor", "--firmware-encoding", "plain", "--timeout", "500",
+        ])
         #expect(result.code == 5)
         #expect(result.stderr.contains("XTalkBleError.timeout"))
     }
@@ -196,8 +206,9 @@ struct CommandTests {
 
     @Test("shell sends lines as commands, with history")
     func shell() async {
-        let result = await xtalk(["shell", "--traffic", "0"],
-                                 input: ["AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":history", ":quit", "AT+NEVER"])
+        let result = await xtalk(
+            ["shell", "--traffic", "0"],
+            input: ["AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":history", ":quit", "AT+NEVER"])
         #expect(result.code == 0)
         #expect(result.out.contains("+VER:2.1.0\nOK"))
         #expect(result.out.filter { $0 == "+PING:one\nOK" }.count == 2)
@@ -211,7 +222,8 @@ struct CommandTests {
 
     @Test("shell prints URCs as they arrive")
     func shellURCs() async {
-        let result = await xtalk(["shell", "--traffic", "20"], input: ["AT+SEND=00", "AT+PING=a", "AT+PING=b", "AT+PING=c"])
+        let result = await xtalk(
+            ["shell", "--traffic", "20"], input: ["AT+SEND=00", "AT+PING=a", "AT+PING=b", "AT+PING=c"])
         #expect(result.out.contains { $0.hasPrefix("[urc] frame") })
         #expect(result.out.contains("[urc] +SENDFIN:OK"))
     }
@@ -222,9 +234,9 @@ struct CommandTests {
         #expect(missing.code == 3)
         #expect(missing.stderr.contains("no xTalk device named 'xTalk-9999'"))
         #if os(Linux)
-        let platform = await xtalk(["scan", "--backend", "platform"])
-        #expect(platform.code == 4)
-        #expect(platform.stderr.contains("XTalkBleError.bluetoothUnavailable"))
+            let platform = await xtalk(["scan", "--backend", "platform"])
+            #expect(platform.code == 4)
+            #expect(platform.stderr.contains("XTalkBleError.bluetoothUnavailable"))
         #endif
     }
 
@@ -240,8 +252,10 @@ struct CommandTests {
 
     @Test("simulator knobs: MTU, latency and line noise; the SDK works through the noise")
     func knobs() async {
-        let result = await xtalk(["ping", "-n", "20", "--mtu", "23", "--latency", "50", "--garbage", "12", "--seed", "3",
-                                  "--verbose"])
+        let result = await xtalk([
+            "ping", "-n", "20", "--mtu", "23", "--latency", "50", "--garbage", "12", "--seed", "3",
+            "--verbose",
+        ])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.out.last?.hasPrefix("20 round trips") == true)
         let slow = await xtalk(["ping", "-n", "3", "--latency", "100", "--json"])

@@ -27,13 +27,15 @@ struct DemoTests {
         #expect(json.records(ofType: "summary").first?["passed"] as? Bool == true)
     }
 
-    @Test("a failing step says what failed and exits non-zero", arguments: [
-        (["--untrusted-key"], 3, Int32(6)),
-        (["--backend", "platform"], 1, Int32(4)),
-    ])
+    @Test(
+        "a failing step says what failed and exits non-zero",
+        arguments: [
+            (["--untrusted-key"], 3, Int32(6)),
+            (["--backend", "platform"], 1, Int32(4)),
+        ])
     func failingStep(_ extra: [String], _ failingStep: Int, _ code: Int32) async {
         #if !os(Linux)
-        if extra.contains("platform") { return }  // a real backend may exist elsewhere
+            if extra.contains("platform") { return }  // a real backend may exist elsewhere
         #endif
         let result = await xtalk(["demo"] + extra)
         #expect(result.code == code)

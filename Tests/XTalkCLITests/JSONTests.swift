@@ -72,7 +72,9 @@ extension JSONTests {
         static let controlCharacters: [(UInt32, String)] = (0...0x1F).map { code in
             let short: [UInt32: String] = [0x08: #"\b"#, 0x09: #"\t"#, 0x0A: #"\n"#, 0x0C: #"\f"#, 0x0D: #"\r"#]
             let digits = Array("0123456789abcdef")
-            return (UInt32(code), short[UInt32(code)] ?? #"\u00"# + String(digits[code >> 4]) + String(digits[code & 0xF]))
+            return (
+                UInt32(code), short[UInt32(code)] ?? #"\u00"# + String(digits[code >> 4]) + String(digits[code & 0xF])
+            )
         }
 
         @Test("every other control character is \\u00xx", arguments: controlCharacters)
@@ -96,7 +98,9 @@ extension JSONTests {
             #expect(!text.contains { $0.isNewline })
         }
 
-        @Test("non-ASCII text passes through as UTF-8", arguments: ["héllo", "日本語の文", "📡🔋", "👩‍👩‍👧", "e\u{301}", "\u{7F}", "\u{A0}"])
+        @Test(
+            "non-ASCII text passes through as UTF-8",
+            arguments: ["héllo", "日本語の文", "📡🔋", "👩‍👩‍👧", "e\u{301}", "\u{7F}", "\u{A0}"])
         func unicodePassesThrough(text: String) {
             let json = JSONValue.string(text).jsonText
             #expect(json == "\"" + text + "\"")
@@ -108,19 +112,25 @@ extension JSONTests {
 extension JSONTests {
     @Suite("Numbers, booleans, null")
     struct Scalars {
-        @Test("integers are exact, the extremes included", arguments: [
-            (0, "0"), (-1, "-1"), (42, "42"), (-50, "-50"), (Int.max, "9223372036854775807"), (Int.min, "-9223372036854775808"),
-        ])
+        @Test(
+            "integers are exact, the extremes included",
+            arguments: [
+                (0, "0"), (-1, "-1"), (42, "42"), (-50, "-50"), (Int.max, "9223372036854775807"),
+                (Int.min, "-9223372036854775808"),
+            ])
         func integers(value: Int, text: String) {
             #expect(JSONValue.int(value).jsonText == text)
         }
 
-        @Test("doubles: plain decimal, at most 6 fractional digits, trailing zeros trimmed to one", arguments: [
-            (0.1, "0.1"), (1.0, "1.0"), (-2.5, "-2.5"), (12, "12.0"), (0, "0.0"), (0.001, "0.001"), (0.000001, "0.000001"),
-            (0.1234567, "0.123457"), (0.30000000000000004, "0.3"), (123456.789, "123456.789"), (-0.5, "-0.5"),
-            (15.25, "15.25"), (1e20, "100000000000000000000.0"), (1e-7, "0.0"), (-1e-7, "0.0"), (-0.0, "0.0"),
-            (9.9999999, "10.0"), (-123.4560001, "-123.456"),
-        ])
+        @Test(
+            "doubles: plain decimal, at most 6 fractional digits, trailing zeros trimmed to one",
+            arguments: [
+                (0.1, "0.1"), (1.0, "1.0"), (-2.5, "-2.5"), (12, "12.0"), (0, "0.0"), (0.001, "0.001"),
+                (0.000001, "0.000001"),
+                (0.1234567, "0.123457"), (0.30000000000000004, "0.3"), (123456.789, "123456.789"), (-0.5, "-0.5"),
+                (15.25, "15.25"), (1e20, "100000000000000000000.0"), (1e-7, "0.0"), (-1e-7, "0.0"), (-0.0, "0.0"),
+                (9.9999999, "10.0"), (-123.4560001, "-123.456"),
+            ])
         func doubles(value: Double, text: String) {
             #expect(JSONValue.double(value).jsonText == text)
         }
@@ -169,8 +179,11 @@ extension JSONTests {
                 "ok": true,
                 "empty": [:],
             ]
-            #expect(value.jsonText
-                    == #"{"type":"frame","meta":{"rssi":-71,"snr":9.5,"channel":3},"lines":["OK","+VER:1.2",[]],"ok":true,"empty":{}}"#)
+            #expect(
+                value.jsonText
+                    == #"{"type":"frame","meta":{"rssi":-71,"snr":9.5,"channel":3},"#
+                    + #""lines":["OK","+VER:1.2",[]],"ok":true,"empty":{}}"#
+            )
         }
 
         @Test("keys are escaped like strings")
@@ -221,10 +234,12 @@ extension JSONTests {
     @Suite("Foundation reads back what we write")
     struct RoundTrip {
         static let values: [JSONValue] = [
-            "plain", "quote \" backslash \\ slash /", "controls \u{00}\u{01}\u{08}\u{09}\u{0A}\u{0B}\u{0C}\u{0D}\u{1B}\u{1F}\u{7F}",
+            "plain", "quote \" backslash \\ slash /",
+            "controls \u{00}\u{01}\u{08}\u{09}\u{0A}\u{0B}\u{0C}\u{0D}\u{1B}\u{1F}\u{7F}",
             "unicode é 日本 📡 👩‍👩‍👧 \u{85}\u{2028}\u{2029}", "",
             0, 1, -1, .int(.max), .int(.min),
-            0.1, 1.0, -2.5, 12.0, 1e-7, 0.1234567, 1e20, 123456.789, .double(.nan), .double(.infinity), .double(-.infinity),
+            0.1, 1.0, -2.5, 12.0, 1e-7, 0.1234567, 1e20, 123456.789, .double(.nan), .double(.infinity),
+            .double(-.infinity),
             true, false, nil,
             [], [:], [1, "two", 3.0, false, nil, [[]], ["k": "v"]],
             [

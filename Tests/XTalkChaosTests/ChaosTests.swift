@@ -12,7 +12,8 @@ struct ChaosTests {
     nonisolated static let scenarios = Int(environment["XTALK_CHAOS_SCENARIOS"] ?? "") ?? 2_000
     nonisolated static let shards = 8
 
-    @Test("every call ends once with its own answer or a typed error; nothing lost, stale or late", arguments: 0..<shards)
+    @Test(
+        "every call ends once with its own answer or a typed error; nothing lost, stale or late", arguments: 0..<shards)
     func scenarios(shard: Int) async {
         if let replay = Self.environment["XTALK_CHAOS_SEED"].flatMap(UInt64.init) {
             if shard == 0 { await Self.check(seed: replay) }
@@ -59,21 +60,23 @@ struct ChaosTests {
 
     /// Seeds that once found a bug; each bug also has its own named test
     /// (AtChannelStateMachineTests, LineFramerTests, RegressionTests).
-    @Test("scenarios that once failed", arguments: [
-        UInt64(1_467_902_980_258),  // a late reply straddling the next command's first byte
-        6_516_639_812_896,  // a switch from the wrong encoding swallowed the next line
-        7_164_322_140_532,  // half a command left in the device's UART across a reconnect
-        6_171_563_162_926,  // an authentication's encoding switch in the middle of a reply
-        2_067_805_464_052,  // radio frames still in flight at the end (harness)
-        382_238_750_737,  // a slow link: the bound on virtual time is the queue's (harness)
-        39_747_521_205_007,  // a cut line ended in the encoding the app switched to, not its own
-        8_019_050_458_150,  // one byte per packet: frames still queued in the device at the end (harness)
-        11_265_425_403_637,  // the device's ERROR to a command behind wrong-encoding bytes (harness)
-        14_543_653_578_352,  // a reply line the device's overflowing buffer glued to noise (harness)
-        52_284_421_341_994,  // two switches: the second judged mid-line by the first's bytes, a reply line went raw
-        77_506_870_019_032,  // a quarantine ended by quiet before its deadline: an old reply answered a new command
-        117_623_357_795_929,  // noise read in the wrong encoding made a printable line in a window (harness)
-    ])
+    @Test(
+        "scenarios that once failed",
+        arguments: [
+            UInt64(1_467_902_980_258),  // a late reply straddling the next command's first byte
+            6_516_639_812_896,  // a switch from the wrong encoding swallowed the next line
+            7_164_322_140_532,  // half a command left in the device's UART across a reconnect
+            6_171_563_162_926,  // an authentication's encoding switch in the middle of a reply
+            2_067_805_464_052,  // radio frames still in flight at the end (harness)
+            382_238_750_737,  // a slow link: the bound on virtual time is the queue's (harness)
+            39_747_521_205_007,  // a cut line ended in the encoding the app switched to, not its own
+            8_019_050_458_150,  // one byte per packet: frames still queued in the device at the end (harness)
+            11_265_425_403_637,  // the device's ERROR to a command behind wrong-encoding bytes (harness)
+            14_543_653_578_352,  // a reply line the device's overflowing buffer glued to noise (harness)
+            52_284_421_341_994,  // two switches: the second judged mid-line by the first's bytes, a reply line went raw
+            77_506_870_019_032,  // a quarantine ended by quiet before its deadline: an old reply answered a new command
+            117_623_357_795_929,  // noise read in the wrong encoding made a printable line in a window (harness)
+        ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)
     }

@@ -16,18 +16,24 @@ final class AuthHarness {
     private(set) var states: [XTalkDeviceAuthState] = []
     let logs = LogLines()
 
-    init(firmware: XTalkSimulatedFirmware = XTalkSimulatedFirmware(), link: XTalkSimulatedLink? = nil,
-         randomBytes: (@Sendable (Int) throws -> [UInt8])? = nil) {
+    init(
+        firmware: XTalkSimulatedFirmware = XTalkSimulatedFirmware(), link: XTalkSimulatedLink? = nil,
+        randomBytes: (@Sendable (Int) throws -> [UInt8])? = nil
+    ) {
         var device = XTalkSimulatedDevice(firmware: firmware)
-        device.link = link ?? {
-            var fast = XTalkSimulatedLink()
-            fast.connectionInterval = .milliseconds(7.5)
-            return fast
-        }()
+        device.link =
+            link
+            ?? {
+                var fast = XTalkSimulatedLink()
+                fast.connectionInterval = .milliseconds(7.5)
+                return fast
+            }()
         environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
         let logs = self.logs
-        client = XTalkBleClient(simulator: environment, options: XTalkBleClientOptions(
-            logLevel: .debug, logHandler: { _, message in logs.append(message) }))
+        client = XTalkBleClient(
+            simulator: environment,
+            options: XTalkBleClientOptions(
+                logLevel: .debug, logHandler: { _, message in logs.append(message) }))
         transport = XTalkBleAuthTransport(ble: client)
         if let randomBytes {
             authenticator = XTalkDeviceAuthenticator(transport: transport, randomBytes: randomBytes)
@@ -52,7 +58,8 @@ final class AuthHarness {
 
     /// Authenticates, recording every published state; returns the outcome.
     func authenticate(_ configuration: XTalkDeviceAuthConfiguration = XTalkDeviceAuthConfiguration())
-        async -> Result<XTalkDeviceAuthResult, XTalkDeviceAuthError> {
+        async -> Result<XTalkDeviceAuthResult, XTalkDeviceAuthError>
+    {
         let authenticator = self.authenticator
         let recorder = Task { @MainActor [weak self] in
             while !Task.isCancelled {

@@ -55,27 +55,34 @@ struct AuthenticationRepliesTests {
     }
 
     static let identities: [(String, UInt32, XTalkDeviceIdentitySource, Int, Int, UInt32)] = [
-        ("+ID:B5803039,EFUSE,XT2648012345", UInt32(0xB580_3039), XTalkDeviceIdentitySource.efuseSn, 26, 48, UInt32(12345)),
+        (
+            "+ID:B5803039,EFUSE,XT2648012345", UInt32(0xB580_3039), XTalkDeviceIdentitySource.efuseSn, 26, 48,
+            UInt32(12345)
+        ),
         ("+ID:35803039,SN,XT2648012345", 0x3580_3039, .sn, 26, 48, 12345),
         ("+ID:80080000,SN,XT0001000000", 0x8008_0000, .sn, 0, 1, 0),
         ("+ID:FFAFFFFF,EFUSE,XT6353524287", 0xFFAF_FFFF, .efuseSn, 63, 53, 524_287),
     ]
 
     @Test("identity replies: valid ones", arguments: identities)
-    func identity(_ line: String, _ id: UInt32, _ source: XTalkDeviceIdentitySource, _ year: Int, _ week: Int, _ serial: UInt32) {
+    func identity(
+        _ line: String, _ id: UInt32, _ source: XTalkDeviceIdentitySource, _ year: Int, _ week: Int, _ serial: UInt32
+    ) {
         let reply = AuthenticationReplies.identity(["AT+ID?", line, "OK"])
         #expect(reply?.rawDeviceID == id)
         #expect(reply?.source == source)
         #expect(reply?.year == year && reply?.week == week && reply?.serialNumber == serial)
     }
 
-    @Test("identity replies: malformed ones", arguments: [
-        "+ID:B5803039,EFUSE", "+ID:B5803039,EFUSE,XT2648012345,extra", "+ID:B580303,EFUSE,XT2648012345",
-        "+ID:B5803039,efuse,XT2648012345", "+ID:B5803039,SERIAL,XT2648012345", "+ID:B5803039,SN,XX2648012345",
-        "+ID:B5803039,SN,XT264801234", "+ID:B5803039,SN,XT26480123456", "+ID:B5803039,SN,XT26480123a5",
-        "+ID:B5803039,SN,XT2600012345", "+ID:B5803039,SN,XT2654012345", "+ID:B5803039,SN,XT6448012345",
-        "+ID:B5803039,SN,XT2648524288", "+ID:B5803039,SN,XT2648999999", "+ID:", "+IDB5803039,SN,XT2648012345",
-    ])
+    @Test(
+        "identity replies: malformed ones",
+        arguments: [
+            "+ID:B5803039,EFUSE", "+ID:B5803039,EFUSE,XT2648012345,extra", "+ID:B580303,EFUSE,XT2648012345",
+            "+ID:B5803039,efuse,XT2648012345", "+ID:B5803039,SERIAL,XT2648012345", "+ID:B5803039,SN,XX2648012345",
+            "+ID:B5803039,SN,XT264801234", "+ID:B5803039,SN,XT26480123456", "+ID:B5803039,SN,XT26480123a5",
+            "+ID:B5803039,SN,XT2600012345", "+ID:B5803039,SN,XT2654012345", "+ID:B5803039,SN,XT6448012345",
+            "+ID:B5803039,SN,XT2648524288", "+ID:B5803039,SN,XT2648999999", "+ID:", "+IDB5803039,SN,XT2648012345",
+        ])
     func malformedIdentity(_ line: String) {
         #expect(AuthenticationReplies.identity([line, "OK"]) == nil)
     }

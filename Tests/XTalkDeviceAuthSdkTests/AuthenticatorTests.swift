@@ -19,8 +19,11 @@ struct AuthenticatorTests {
             Issue.record("failed: \(outcome)")
             return
         }
-        #expect(result.identity == XTalkDeviceIdentity(deviceID: 0xB580_3039, did: "did:xtalk:B5803039",
-                                                       serial: "XT2648012345", source: .efuseSn))
+        #expect(
+            result.identity
+                == XTalkDeviceIdentity(
+                    deviceID: 0xB580_3039, did: "did:xtalk:B5803039",
+                    serial: "XT2648012345", source: .efuseSn))
         #expect(result.encoding == .xor)
         #expect(result.didRequireChallenge)
         let commands = harness.peripheral.processedCommands
@@ -28,8 +31,11 @@ struct AuthenticatorTests {
         #expect(commands.first == "AT+AUTH?" && commands.last == "AT+ID?")
         #expect(commands[1].hasPrefix("AT+CHAL=") && commands[1].count == 8 + 32)
         #expect(harness.clock.elapsed - start < .milliseconds(100), "three round trips on a 7.5 ms link")
-        #expect(harness.states == [.idle, .probing, .challenging(attempt: 1, maxAttempts: 3), .readingIdentity,
-                                   .authenticated(result.identity)])
+        #expect(
+            harness.states == [
+                .idle, .probing, .challenging(attempt: 1, maxAttempts: 3), .readingIdentity,
+                .authenticated(result.identity),
+            ])
         #expect(harness.authenticator.state == .authenticated(result.identity))
         await harness.finish()
     }
@@ -72,11 +78,12 @@ struct AuthenticatorTests {
         let outcome = await harness.authenticate()
         #expect(outcome.map(\.identity.did) == .success("did:xtalk:B5803039"))
         #expect(source.draws == 3, "one draw per attempt")
-        #expect(harness.peripheral.processedCommands.filter { $0.hasPrefix("AT+CHAL=") } == [
-            "AT+CHAL=01010101010101010101010101010101",
-            "AT+CHAL=02020202020202020202020202020202",
-            "AT+CHAL=03030303030303030303030303030303",
-        ])
+        #expect(
+            harness.peripheral.processedCommands.filter { $0.hasPrefix("AT+CHAL=") } == [
+                "AT+CHAL=01010101010101010101010101010101",
+                "AT+CHAL=02020202020202020202020202020202",
+                "AT+CHAL=03030303030303030303030303030303",
+            ])
         #expect(harness.states.contains(.challenging(attempt: 3, maxAttempts: 3)))
         await harness.finish()
     }
@@ -96,9 +103,12 @@ struct AuthenticatorTests {
     }()
 
     @Test("firmware matrix: encodings × starting encoding × challenge × serial source × legacy id", arguments: matrix)
-    func firmwareMatrix(_ encoding: XTalkAtEncoding, _ start: DeviceAuthAtEncoding, _ challengeRequired: Bool,
-                        _ source: XTalkSimulatedSerialSource, _ legacy: Bool) async {
-        var firmware = XTalkSimulatedFirmware.identity(year: 2031, week: 7, serialNumber: 424_242, legacy: legacy, source: source)
+    func firmwareMatrix(
+        _ encoding: XTalkAtEncoding, _ start: DeviceAuthAtEncoding, _ challengeRequired: Bool,
+        _ source: XTalkSimulatedSerialSource, _ legacy: Bool
+    ) async {
+        var firmware = XTalkSimulatedFirmware.identity(
+            year: 2031, week: 7, serialNumber: 424_242, legacy: legacy, source: source)
         firmware.encoding = encoding
         firmware.challengeRequired = challengeRequired
         let harness = AuthHarness(firmware: firmware)
@@ -115,7 +125,8 @@ struct AuthenticatorTests {
         #expect(result.identity.serial == "XT3107424242")
         #expect(result.identity.source == (source == .efuse ? .efuseSn : .sn))
         #expect(result.encoding.rawValue == encoding.rawValue)
-        #expect(harness.transport.atEncoding.rawValue == encoding.rawValue, "the transport is left on the found encoding")
+        #expect(
+            harness.transport.atEncoding.rawValue == encoding.rawValue, "the transport is left on the found encoding")
         #expect(harness.client.atEncoding == encoding)
         #expect(result.didRequireChallenge == challengeRequired)
         let commands = harness.peripheral.processedCommands
@@ -123,7 +134,10 @@ struct AuthenticatorTests {
             #expect(commands.count == (challengeRequired ? 3 : 2), "\(commands)")
         }
         // The channel is usable in the found encoding right after.
-        #expect((try? await harness.clock.run { try await harness.client.runAtCommand("AT+PING=after") }) == ["+PING:after", "OK"])
+        #expect(
+            (try? await harness.clock.run { try await harness.client.runAtCommand("AT+PING=after") }) == [
+                "+PING:after", "OK",
+            ])
         await harness.finish()
     }
 
@@ -146,11 +160,13 @@ struct AuthenticatorTests {
 
     // MARK: Every error
 
-    @Test("invalid configuration values fail before any I/O", arguments: [
-        XTalkDeviceAuthConfiguration(probeTimeoutMs: 0), XTalkDeviceAuthConfiguration(strictProbeTimeoutMs: -1),
-        XTalkDeviceAuthConfiguration(challengeTimeoutMs: 0), XTalkDeviceAuthConfiguration(identityTimeoutMs: 0),
-        XTalkDeviceAuthConfiguration(maxChallengeAttempts: 0), XTalkDeviceAuthConfiguration(trustAnchors: []),
-    ])
+    @Test(
+        "invalid configuration values fail before any I/O",
+        arguments: [
+            XTalkDeviceAuthConfiguration(probeTimeoutMs: 0), XTalkDeviceAuthConfiguration(strictProbeTimeoutMs: -1),
+            XTalkDeviceAuthConfiguration(challengeTimeoutMs: 0), XTalkDeviceAuthConfiguration(identityTimeoutMs: 0),
+            XTalkDeviceAuthConfiguration(maxChallengeAttempts: 0), XTalkDeviceAuthConfiguration(trustAnchors: []),
+        ])
     func invalidConfiguration(_ configuration: XTalkDeviceAuthConfiguration) async {
         let harness = AuthHarness()
         await harness.connect()
@@ -185,9 +201,11 @@ struct AuthenticatorTests {
         await harness.finish()
     }
 
-    @Test("a silent device: .commandTimedOut names the command", arguments: [
-        (["AT+AUTH?"], "AT+AUTH?"), (["AT+ID?"], "AT+ID?"),
-    ])
+    @Test(
+        "a silent device: .commandTimedOut names the command",
+        arguments: [
+            (["AT+AUTH?"], "AT+AUTH?"), (["AT+ID?"], "AT+ID?"),
+        ])
     func commandTimedOut(_ silent: [String], _ command: String) async {
         var firmware = XTalkSimulatedFirmware()
         firmware.faults.silentCommands = silent
@@ -203,7 +221,9 @@ struct AuthenticatorTests {
         firmware.faults.silentCommands = ["AT+CHAL="]
         let harness = AuthHarness(firmware: firmware)
         await harness.connect()
-        #expect(await harness.authenticate(XTalkDeviceAuthConfiguration(maxChallengeAttempts: 1)) == .failure(.commandTimedOut("AT+CHAL")))
+        #expect(
+            await harness.authenticate(XTalkDeviceAuthConfiguration(maxChallengeAttempts: 1))
+                == .failure(.commandTimedOut("AT+CHAL")))
         await harness.finish()
     }
 
@@ -216,17 +236,31 @@ struct AuthenticatorTests {
         await harness.finish()
     }
 
-    @Test("challenge reply failures with a single attempt report their own error", arguments: [
-        (XTalkFirmwareFaults(rejectedChallenges: 1), XTalkDeviceAuthError.invalidChallenge),
-        (XTalkFirmwareFaults(scriptedReplies: ["AT+CHAL=": ["OK"]]), .challengeMissing),
-        (XTalkFirmwareFaults(malformedChallengeReply: true), .malformedChallengeReply),
-        (XTalkFirmwareFaults(scriptedReplies: ["AT+CHAL=": ["+CHAL:B5803039," + String(repeating: "0", count: 126), "OK"]]),
-         .invalidSignatureLength(63)),
-        (XTalkFirmwareFaults(scriptedReplies: ["AT+CHAL=": ["+CHAL:B5803039," + String(repeating: "0", count: 400), "OK"]]),
-         .invalidSignatureLength(200)),
-        (XTalkFirmwareFaults(scriptedReplies: ["AT+CHAL=": ["+CHAL:B5803039," + String(repeating: "Z", count: 128), "OK"]]),
-         .malformedChallengeReply),
-    ])
+    @Test(
+        "challenge reply failures with a single attempt report their own error",
+        arguments: [
+            (XTalkFirmwareFaults(rejectedChallenges: 1), XTalkDeviceAuthError.invalidChallenge),
+            (XTalkFirmwareFaults(scriptedReplies: ["AT+CHAL=": ["OK"]]), .challengeMissing),
+            (XTalkFirmwareFaults(malformedChallengeReply: true), .malformedChallengeReply),
+            (
+                XTalkFirmwareFaults(scriptedReplies: [
+                    "AT+CHAL=": ["+CHAL:B5803039," + String(repeating: "0", count: 126), "OK"]
+                ]),
+                .invalidSignatureLength(63)
+            ),
+            (
+                XTalkFirmwareFaults(scriptedReplies: [
+                    "AT+CHAL=": ["+CHAL:B5803039," + String(repeating: "0", count: 400), "OK"]
+                ]),
+                .invalidSignatureLength(200)
+            ),
+            (
+                XTalkFirmwareFaults(scriptedReplies: [
+                    "AT+CHAL=": ["+CHAL:B5803039," + String(repeating: "Z", count: 128), "OK"]
+                ]),
+                .malformedChallengeReply
+            ),
+        ])
     func singleAttemptFailures(_ faults: XTalkFirmwareFaults, _ error: XTalkDeviceAuthError) async {
         var firmware = XTalkSimulatedFirmware()
         firmware.faults = faults
@@ -327,7 +361,9 @@ struct AuthenticatorTests {
             return
         }
         harness.peripheral.device.firmware.signingKeySeed = nil  // now signs with the development key
-        #expect(await harness.authenticate(XTalkDeviceAuthConfiguration(trustAnchors: [anchor])) == .failure(.signatureVerificationFailed))
+        #expect(
+            await harness.authenticate(XTalkDeviceAuthConfiguration(trustAnchors: [anchor]))
+                == .failure(.signatureVerificationFailed))
         #expect(XTalkTrustAnchor(rawRepresentation: Data(count: 31)) == nil)
         await harness.finish()
     }
@@ -348,7 +384,8 @@ struct AuthenticatorTests {
     @Test("a tampered device id (signed one id, reports another) is rejected")
     func tamperedID() async {
         var firmware = XTalkSimulatedFirmware()
-        firmware.faults.challengeDeviceIDOverride = XTalkSimulatedFirmware.identifier(year: 2026, week: 48, serialNumber: 99)
+        firmware.faults.challengeDeviceIDOverride = XTalkSimulatedFirmware.identifier(
+            year: 2026, week: 48, serialNumber: 99)
         let harness = AuthHarness(firmware: firmware)
         await harness.connect()
         #expect(await harness.authenticate() == .failure(.invalidDeviceIdentity))
@@ -379,11 +416,15 @@ struct AuthenticatorTests {
         }
         #expect(!trusting.didRequireChallenge)
         // ...the strict policy does not.
-        #expect(await harness.authenticate(XTalkDeviceAuthConfiguration(challengePolicy: .always))
+        #expect(
+            await harness.authenticate(XTalkDeviceAuthConfiguration(challengePolicy: .always))
                 == .failure(.signatureVerificationFailed))
         // A genuine device passes under .always and reports the challenge.
         harness.peripheral.device.firmware.faults.wrongSignature = false
-        guard case .success(let strict) = await harness.authenticate(XTalkDeviceAuthConfiguration(challengePolicy: .always)) else {
+        guard
+            case .success(let strict) = await harness.authenticate(
+                XTalkDeviceAuthConfiguration(challengePolicy: .always))
+        else {
             Issue.record("a genuine device passes")
             return
         }

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(XTalkDeviceAuthSdk)
-@testable import XTalkDeviceAuthSdk
+    @testable import XTalkDeviceAuthSdk
 #endif
 
 // The oracles of the `auth-replies` and `device-id` fuzz targets (Fuzz/README.md).
@@ -55,34 +55,50 @@ enum AuthRepliesFuzzOracle {
 
         let probe = AuthenticationReplies.probe(lines)
         let expectedProbe = referenceProbe(lines)
-        try fuzzRequire(probe == expectedProbe, "probe(\(fuzzEscaped(lines))) is \(String(describing: probe)), expected \(String(describing: expectedProbe))")
+        try fuzzRequire(
+            probe == expectedProbe,
+            "probe(\(fuzzEscaped(lines))) is \(String(describing: probe)), expected "
+                + "\(String(describing: expectedProbe))"
+        )
 
         let challenge = AuthenticationReplies.challenge(lines)
         let expectedChallenge = referenceChallenge(lines)
-        try fuzzRequire(challenge == expectedChallenge, "challenge(\(fuzzEscaped(lines))) is \(challenge), expected \(expectedChallenge)")
+        try fuzzRequire(
+            challenge == expectedChallenge,
+            "challenge(\(fuzzEscaped(lines))) is \(challenge), expected \(expectedChallenge)")
         if case .success(let reply) = challenge {
             let line = "+CHAL:" + upperHex(bigEndian(reply.deviceID)) + "," + upperHex(reply.signature)
-            try fuzzRequire(AuthenticationReplies.challenge([line]) == .success(reply), "re-serialised \(fuzzEscaped(line)) parses differently")
+            try fuzzRequire(
+                AuthenticationReplies.challenge([line]) == .success(reply),
+                "re-serialised \(fuzzEscaped(line)) parses differently")
             try fuzzRequire(Hex.encode(reply.signature) == upperHex(reply.signature), "Hex.encode")
             let nonce = Array(reply.signature.prefix(16))
             let message = AuthenticationReplies.signedMessage(nonce: nonce, deviceID: reply.deviceID)
-            try fuzzRequire(message == Array("XTALK-AUTH-V1".utf8) + [0] + nonce + bigEndian(reply.deviceID),
-                            "signedMessage(\(nonce), \(reply.deviceID)) is \(message)")
+            try fuzzRequire(
+                message == Array("XTALK-AUTH-V1".utf8) + [0] + nonce + bigEndian(reply.deviceID),
+                "signedMessage(\(nonce), \(reply.deviceID)) is \(message)")
         }
 
         let identity = AuthenticationReplies.identity(lines)
         let expectedIdentity = referenceIdentity(lines)
-        try fuzzRequire(identity == expectedIdentity,
-                        "identity(\(fuzzEscaped(lines))) is \(String(describing: identity)), expected \(String(describing: expectedIdentity))")
+        try fuzzRequire(
+            identity == expectedIdentity,
+            "identity(\(fuzzEscaped(lines))) is \(String(describing: identity)), expected "
+                + "\(String(describing: expectedIdentity))"
+        )
         if let identity {
             let source = identity.source == .efuseSn ? "EFUSE" : "SN"
             let line = "+ID:" + upperHex(bigEndian(identity.rawDeviceID)) + "," + source + "," + identity.serial
-            try fuzzRequire(AuthenticationReplies.identity(["OK", line]) == identity, "re-serialised \(fuzzEscaped(line)) parses differently")
+            try fuzzRequire(
+                AuthenticationReplies.identity(["OK", line]) == identity,
+                "re-serialised \(fuzzEscaped(line)) parses differently")
             // The identifier built from the serial's fields holds those fields.
-            let built = XTalkDeviceIDCodec.fromSn(year: identity.year, week: identity.week, serial: identity.serialNumber)
-            try fuzzRequire(Int(built >> 25 & 0x3F) == identity.year && Int(built >> 19 & 0x3F) == identity.week
-                                && built & 0x7FFFF == identity.serialNumber && built >> 31 == 1,
-                            "fromSn(\(identity.year), \(identity.week), \(identity.serialNumber)) is \(built)")
+            let built = XTalkDeviceIDCodec.fromSn(
+                year: identity.year, week: identity.week, serial: identity.serialNumber)
+            try fuzzRequire(
+                Int(built >> 25 & 0x3F) == identity.year && Int(built >> 19 & 0x3F) == identity.week
+                    && built & 0x7FFFF == identity.serialNumber && built >> 31 == 1,
+                "fromSn(\(identity.year), \(identity.week), \(identity.serialNumber)) is \(built)")
         }
 
         // The hex codec round-trips any bytes.
@@ -104,7 +120,9 @@ enum AuthRepliesFuzzOracle {
         return nil
     }
 
-    static func referenceChallenge(_ lines: [String]) -> Result<AuthenticationReplies.ChallengeReply, XTalkDeviceAuthError> {
+    static func referenceChallenge(_ lines: [String]) -> Result<
+        AuthenticationReplies.ChallengeReply, XTalkDeviceAuthError
+    > {
         guard let line = lines.map(utf8).first(where: { $0.starts(with: utf8("+CHAL:")) }) else {
             return .failure(.challengeMissing)
         }
@@ -113,7 +131,7 @@ enum AuthRepliesFuzzOracle {
         guard let comma = body.firstIndex(of: UInt8(ascii: ",")) else { return .failure(.malformedChallengeReply) }
         let idDigits = Array(body[..<comma])
         guard idDigits.count == 8, let id = referenceHex(idDigits),
-              let signature = referenceHex(Array(body[(comma + 1)...])), !signature.isEmpty
+            let signature = referenceHex(Array(body[(comma + 1)...])), !signature.isEmpty
         else { return .failure(.malformedChallengeReply) }
         guard signature.count == 64 else { return .failure(.invalidSignatureLength(signature.count)) }
         let deviceID = id.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
@@ -122,7 +140,9 @@ enum AuthRepliesFuzzOracle {
 
     static func referenceIdentity(_ lines: [String]) -> AuthenticationReplies.IdentityReply? {
         guard let line = lines.map(utf8).first(where: { $0.starts(with: utf8("+ID:")) }) else { return nil }
-        let fields = line.dropFirst(4).split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).map { Array($0) }
+        let fields = line.dropFirst(4).split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).map {
+            Array($0)
+        }
         guard fields.count == 3, fields[0].count == 8, let id = referenceHex(fields[0]) else { return nil }
         let source: XTalkDeviceIdentitySource
         if fields[1] == utf8("EFUSE") {
@@ -135,10 +155,10 @@ enum AuthRepliesFuzzOracle {
         let serial = fields[2]
         let digits = serial.dropFirst(2)
         guard serial.count == 12, serial.starts(with: utf8("XT")), digits.allSatisfy({ (0x30...0x39).contains($0) }),
-              let year = Int(String(decoding: digits.prefix(2), as: UTF8.self)),
-              let week = Int(String(decoding: digits.dropFirst(2).prefix(2), as: UTF8.self)),
-              let number = Int(String(decoding: digits.suffix(6), as: UTF8.self)),
-              year <= 63, (1...53).contains(week), number <= 524_287
+            let year = Int(String(decoding: digits.prefix(2), as: UTF8.self)),
+            let week = Int(String(decoding: digits.dropFirst(2).prefix(2), as: UTF8.self)),
+            let number = Int(String(decoding: digits.suffix(6), as: UTF8.self)),
+            year <= 63, (1...53).contains(week), number <= 524_287
         else { return nil }
         return AuthenticationReplies.IdentityReply(
             rawDeviceID: id.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }, source: source,
@@ -178,8 +198,9 @@ enum DeviceIDFuzzOracle {
         let text = String(decoding: bytes, as: UTF8.self)
         let parsed = XTalkDeviceIDCodec.parse(text)
         let expected = referenceParse(text)
-        try fuzzRequire(parsed == expected,
-                        "parse(\(fuzzEscaped(text))) is \(String(describing: parsed)), expected \(String(describing: expected))")
+        try fuzzRequire(
+            parsed == expected,
+            "parse(\(fuzzEscaped(text))) is \(String(describing: parsed)), expected \(String(describing: expected))")
         if let parsed { try checkValue(parsed) }
 
         // Identifiers: the input's bytes read as big-endian words, and the edges.
@@ -199,19 +220,23 @@ enum DeviceIDFuzzOracle {
             let yy = UInt32(truncatingIfNeeded: year >= 2000 ? year - 2000 : year) & 0x3F
             let ww = UInt32(truncatingIfNeeded: week) & 0x3F
             let expected = 0x8000_0000 | yy << 25 | ww << 19 | serial & 0x7FFFF
-            try fuzzRequire(built == expected, "fromSn(year: \(year), week: \(week), serial: \(serial)) is \(built), expected \(expected)")
+            try fuzzRequire(
+                built == expected,
+                "fromSn(year: \(year), week: \(week), serial: \(serial)) is \(built), expected \(expected)")
         }
     }
 
     /// Round trips of one identifier through every conversion.
     static func checkValue(_ raw: UInt32) throws(FuzzOracleFailure) {
         let canonical = XTalkDeviceIDCodec.canonicalize(raw)
-        try fuzzRequire(canonical == raw | 0x8000_0000 && XTalkDeviceIDCodec.canonicalize(canonical) == canonical,
-                        "canonicalize(\(raw)) is \(canonical)")
+        try fuzzRequire(
+            canonical == raw | 0x8000_0000 && XTalkDeviceIDCodec.canonicalize(canonical) == canonical,
+            "canonicalize(\(raw)) is \(canonical)")
         let formatted = XTalkDeviceIDCodec.format(raw)
         let expectedText = "0x" + String(canonical, radix: 16, uppercase: true)
-        try fuzzRequire(formatted == expectedText && XTalkDeviceIDCodec.format(canonical) == formatted,
-                        "format(\(raw)) is \(formatted), expected \(expectedText)")
+        try fuzzRequire(
+            formatted == expectedText && XTalkDeviceIDCodec.format(canonical) == formatted,
+            "format(\(raw)) is \(formatted), expected \(expectedText)")
         let spellings = [
             formatted, formatted.lowercased(), "0X" + String(raw, radix: 16), String(raw), String(canonical),
             " \t" + String(raw) + "\r\n", "\u{A0}0x" + String(raw, radix: 16, uppercase: true) + "\u{2028}",
@@ -219,18 +244,26 @@ enum DeviceIDFuzzOracle {
         ]
         for spelling in spellings {
             let parsed = XTalkDeviceIDCodec.parse(spelling)
-            try fuzzRequire(parsed == canonical, "parse(\(fuzzEscaped(spelling))) is \(String(describing: parsed)), expected \(canonical)")
+            try fuzzRequire(
+                parsed == canonical,
+                "parse(\(fuzzEscaped(spelling))) is \(String(describing: parsed)), expected \(canonical)")
         }
-        for spelling in ["-" + String(raw), "+" + String(raw), "0x", "0x-" + String(raw, radix: 16), String(raw) + "x", "0 " + String(raw)] {
+        for spelling in [
+            "-" + String(raw), "+" + String(raw), "0x", "0x-" + String(raw, radix: 16), String(raw) + "x",
+            "0 " + String(raw),
+        ] {
             let parsed = XTalkDeviceIDCodec.parse(spelling)
-            try fuzzRequire(parsed == nil, "parse(\(fuzzEscaped(spelling))) is \(String(describing: parsed)), expected nil")
+            try fuzzRequire(
+                parsed == nil, "parse(\(fuzzEscaped(spelling))) is \(String(describing: parsed)), expected nil")
         }
         let yy = Int(canonical >> 25 & 0x3F)
         let ww = Int(canonical >> 19 & 0x3F)
         let serial = canonical & 0x7FFFF
         for year in [yy, 2000 + yy] {
             let built = XTalkDeviceIDCodec.fromSn(year: year, week: ww, serial: serial | (raw & 0xFFF8_0000))
-            try fuzzRequire(built == canonical, "fromSn(year: \(year), week: \(ww), serial: \(serial)) is \(built), expected \(canonical)")
+            try fuzzRequire(
+                built == canonical,
+                "fromSn(year: \(year), week: \(ww), serial: \(serial)) is \(built), expected \(canonical)")
         }
     }
 
@@ -248,8 +281,8 @@ enum DeviceIDFuzzOracle {
         }
         let allowed = radix == 16 ? "0123456789abcdefABCDEF" : "0123456789"
         guard !digits.isEmpty, digits.unicodeScalars.allSatisfy({ allowed.unicodeScalars.contains($0) }),
-              let value = UInt64(digits, radix: radix),  // nil: beyond UInt64, so beyond UInt32 too
-              value <= UInt64(UInt32.max)
+            let value = UInt64(digits, radix: radix),  // nil: beyond UInt64, so beyond UInt32 too
+            value <= UInt64(UInt32.max)
         else { return nil }
         return UInt32(value) | 0x8000_0000
     }

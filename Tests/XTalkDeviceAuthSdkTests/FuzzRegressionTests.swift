@@ -60,7 +60,9 @@ struct AuthFuzzRegressionTests {
         // The consequence was that a later +CHAL: line was taken instead of the malformed first one.
         let valid = "+CHAL:B5803039," + String(repeating: "AB", count: 64)
         #expect(AuthenticationReplies.challenge(["+CHAL:\u{301}ERR", valid]) == .failure(.malformedChallengeReply))
-        #expect(throws: Never.self) { try AuthRepliesFuzzOracle.check([0x2B, 0x43, 0x48, 0x41, 0x4C, 0x3A, 0xE2, 0x80, 0x8D]) }
+        #expect(throws: Never.self) {
+            try AuthRepliesFuzzOracle.check([0x2B, 0x43, 0x48, 0x41, 0x4C, 0x3A, 0xE2, 0x80, 0x8D])
+        }
     }
 
     @Test("a +ID: line whose colon a combining mark extends is the identity reply, malformed")

@@ -42,8 +42,11 @@ struct SeedSessionTests {
             if now.atReady { break }
             await clock.advance(by: .milliseconds(1))
         }
-        #expect(readiness == [Readiness(state: .connecting, atReady: false), Readiness(state: .connected, atReady: false),
-                              Readiness(state: .connected, atReady: true)])
+        #expect(
+            readiness == [
+                Readiness(state: .connecting, atReady: false), Readiness(state: .connected, atReady: false),
+                Readiness(state: .connected, atReady: true),
+            ])
 
         // 3. A failed authentication cannot enter the business flow...
         session.sendBusinessPayload(Data("too early".utf8))
@@ -90,8 +93,11 @@ struct SeedSessionTests {
             #expect(lines == ["+PING:q\(index)", "OK"])
         }
         for send in sends { try await clock.run { try await send.value } }
-        #expect(peripheral.transmittedFrames == [Data("business".utf8), Data([0]), Data([1]), Data([2]), Data([3]), Data([4])],
-                "every payload went out whole, once, in call order")
+        #expect(
+            peripheral.transmittedFrames == [
+                Data("business".utf8), Data([0]), Data([1]), Data([2]), Data([3]), Data([4]),
+            ],
+            "every payload went out whole, once, in call order")
         await advance(.milliseconds(200))
         peripheral.stopRadioTraffic()
         // The simulator numbers every frame it emits (cnt): a marker frame after the
@@ -124,8 +130,9 @@ struct SeedSessionTests {
         // 6. close() ends the event task and every transaction. The event task is the
         //    seed's private property: reflection reads it, so that the test sees the task
         //    end because close() cancelled it, not only because teardown() finished the stream.
-        let eventTask = try #require(Mirror(reflecting: session).children.first { $0.label == "eventTask" }?.value
-            as? Task<Void, Never>, "the session's event task runs")
+        let eventTask = try #require(
+            Mirror(reflecting: session).children.first { $0.label == "eventTask" }?.value
+                as? Task<Void, Never>, "the session's event task runs")
         #expect(!eventTask.isCancelled)
         peripheral.device.firmware.faults.silent = true
         let pending = Task { @MainActor in try await ble.runAtCommand("AT+VER?") }
@@ -133,7 +140,8 @@ struct SeedSessionTests {
         session.close()
         #expect(eventTask.isCancelled, "close() cancelled the event task")
         #expect(await clock.awaitEnd(of: eventTask, "the session's event task after close()") != nil)
-        let outcome = await clock.awaitEnd(of: Task { @MainActor in await pending.result }, "the pending AT+VER? after close()")
+        let outcome = await clock.awaitEnd(
+            of: Task { @MainActor in await pending.result }, "the pending AT+VER? after close()")
         #expect(throws: XTalkBleError.cancelled) { try outcome?.get() }
         #expect(session.ble.connectionState == .idle)
         #expect(session.authenticatedIdentity == nil)

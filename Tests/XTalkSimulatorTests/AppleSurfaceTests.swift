@@ -7,9 +7,9 @@ import Testing
 import XTalkBleSdk
 import XTalkSimulator
 #if canImport(Combine)
-import Combine
+    import Combine
 #else
-import Observation
+    import Observation
 #endif
 
 @Suite("Apple surface", .timeLimit(.minutes(5)))
@@ -40,86 +40,86 @@ struct AppleSurfaceTests {
     }
 
     #if canImport(Combine)
-    /// `$connectionState` is a Combine publisher: the current state on subscription, then each change;
-    /// and the client's `objectWillChange` announces the change, as for any `ObservableObject`.
-    @Test("$connectionState publishes .scanning after startScan()")
-    func combinePublishesConnectionState() async {
-        let fixture = Fixture()
-        var states: [XTalkConnectionState] = []
-        var willChangeCount = 0
-        let stateSubscription = fixture.client.$connectionState.sink { states.append($0) }
-        let changeSubscription = fixture.client.objectWillChange.sink { _ in willChangeCount += 1 }
-        #expect(states == [.idle])
-        fixture.client.startScan()
-        await fixture.clock.advance(by: .milliseconds(100))
-        #expect(states.prefix(2) == [.idle, .scanning])
-        #expect(fixture.client.connectionState == .scanning)
-        #expect(willChangeCount >= 1)
-        stateSubscription.cancel()
-        changeSubscription.cancel()
-        let heardBeforeCancel = states.count
-        fixture.client.stopScan()
-        #expect(fixture.client.connectionState == .idle)
-        #expect(states.count == heardBeforeCancel, "a cancelled subscription hears nothing more")
-        await fixture.finish()
-    }
-
-    /// A model written as in the API guides (`ObservableObject` with `@Published`) behaves as Combine
-    /// documents: `objectWillChange` and `$property` fire before the new value is stored, and a
-    /// subscription ends when its `AnyCancellable` is cancelled or released.
-    @Test("@Published publishes in willSet; AnyCancellable ends the subscription")
-    func publishedModelFollowsCombine() {
-        /// App code as the guides write it.
-        final class Model: ObservableObject {
-            /// A published counter.
-            @Published var count = 0
+        /// `$connectionState` is a Combine publisher: the current state on subscription, then each change;
+        /// and the client's `objectWillChange` announces the change, as for any `ObservableObject`.
+        @Test("$connectionState publishes .scanning after startScan()")
+        func combinePublishesConnectionState() async {
+            let fixture = Fixture()
+            var states: [XTalkConnectionState] = []
+            var willChangeCount = 0
+            let stateSubscription = fixture.client.$connectionState.sink { states.append($0) }
+            let changeSubscription = fixture.client.objectWillChange.sink { _ in willChangeCount += 1 }
+            #expect(states == [.idle])
+            fixture.client.startScan()
+            await fixture.clock.advance(by: .milliseconds(100))
+            #expect(states.prefix(2) == [.idle, .scanning])
+            #expect(fixture.client.connectionState == .scanning)
+            #expect(willChangeCount >= 1)
+            stateSubscription.cancel()
+            changeSubscription.cancel()
+            let heardBeforeCancel = states.count
+            fixture.client.stopScan()
+            #expect(fixture.client.connectionState == .idle)
+            #expect(states.count == heardBeforeCancel, "a cancelled subscription hears nothing more")
+            await fixture.finish()
         }
-        let model = Model()
-        var values: [String] = []
-        var announcements: [Int] = []
-        var tokens: Set<AnyCancellable> = []
-        model.objectWillChange.sink { _ in announcements.append(model.count) }.store(in: &tokens)
-        model.$count.sink { values.append("\($0) while \(model.count)") }.store(in: &tokens)
-        model.count = 1
-        model.count = 2
-        #expect(values == ["0 while 0", "1 while 0", "2 while 1"])
-        #expect(announcements == [0, 1])
-        tokens.removeAll()
-        model.count = 3
-        #expect(values.count == 3)
-        #expect(announcements.count == 2)
-    }
+
+        /// A model written as in the API guides (`ObservableObject` with `@Published`) behaves as Combine
+        /// documents: `objectWillChange` and `$property` fire before the new value is stored, and a
+        /// subscription ends when its `AnyCancellable` is cancelled or released.
+        @Test("@Published publishes in willSet; AnyCancellable ends the subscription")
+        func publishedModelFollowsCombine() {
+            /// App code as the guides write it.
+            final class Model: ObservableObject {
+                /// A published counter.
+                @Published var count = 0
+            }
+            let model = Model()
+            var values: [String] = []
+            var announcements: [Int] = []
+            var tokens: Set<AnyCancellable> = []
+            model.objectWillChange.sink { _ in announcements.append(model.count) }.store(in: &tokens)
+            model.$count.sink { values.append("\($0) while \(model.count)") }.store(in: &tokens)
+            model.count = 1
+            model.count = 2
+            #expect(values == ["0 while 0", "1 while 0", "2 while 1"])
+            #expect(announcements == [0, 1])
+            tokens.removeAll()
+            model.count = 3
+            #expect(values.count == 3)
+            #expect(announcements.count == 2)
+        }
     #else
-    /// Counts Observation change notifications, which may arrive from any thread.
-    final class ChangeCounter: @unchecked Sendable {
-        /// Guards `count`.
-        private let lock = NSLock()
-        /// Notifications so far.
-        private var count = 0
+        /// Counts Observation change notifications, which may arrive from any thread.
+        final class ChangeCounter: @unchecked Sendable {
+            /// Guards `count`.
+            private let lock = NSLock()
+            /// Notifications so far.
+            private var count = 0
 
-        /// Records one notification.
-        func increment() { lock.withLock { count += 1 } }
-        /// Notifications so far.
-        var value: Int { lock.withLock { count } }
-    }
-
-    /// Without Combine, `connectionState` is observable with the Observation framework.
-    @Test("connectionState is tracked by withObservationTracking")
-    func observationTracksConnectionState() async {
-        let fixture = Fixture()
-        let counter = ChangeCounter()
-        let client = fixture.client
-        withObservationTracking {
-            _ = client.connectionState
-        } onChange: {
-            counter.increment()
+            /// Records one notification.
+            func increment() { lock.withLock { count += 1 } }
+            /// Notifications so far.
+            var value: Int { lock.withLock { count } }
         }
-        #expect(counter.value == 0)
-        client.startScan()
-        await fixture.clock.advance(by: .milliseconds(100))
-        #expect(client.connectionState == .scanning)
-        #expect(counter.value == 1, "onChange fires once, for the first change")
-        await fixture.finish()
-    }
+
+        /// Without Combine, `connectionState` is observable with the Observation framework.
+        @Test("connectionState is tracked by withObservationTracking")
+        func observationTracksConnectionState() async {
+            let fixture = Fixture()
+            let counter = ChangeCounter()
+            let client = fixture.client
+            withObservationTracking {
+                _ = client.connectionState
+            } onChange: {
+                counter.increment()
+            }
+            #expect(counter.value == 0)
+            client.startScan()
+            await fixture.clock.advance(by: .milliseconds(100))
+            #expect(client.connectionState == .scanning)
+            #expect(counter.value == 1, "onChange fires once, for the first change")
+            await fixture.finish()
+        }
     #endif
 }

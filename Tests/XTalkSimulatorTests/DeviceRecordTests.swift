@@ -15,7 +15,8 @@ struct DeviceRecordTests {
         device.firmware.processingDelay = .milliseconds(5)
         let probe = CentralProbe(devices: [device])
         await probe.connectAndSubscribe()
-        probe.backend.writeValue(Data("AT+PING=r1\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withoutResponse)
+        probe.backend.writeValue(
+            Data("AT+PING=r1\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withoutResponse)
         await probe.advance(.seconds(1))
         let record = probe.peripheral.record
         let command = try #require(record.commands.last)

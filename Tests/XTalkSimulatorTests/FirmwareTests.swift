@@ -130,8 +130,8 @@ private func parseChallengeReply(_ line: String) -> (deviceID: UInt32, signature
     guard line.hasPrefix("+CHAL:") else { return nil }
     let parts = line.dropFirst(6).split(separator: ",", omittingEmptySubsequences: false)
     guard parts.count == 2, parts[0].count == 8, parts[1].count == 128,
-          parts.allSatisfy({ $0 == $0.uppercased() }),
-          let id = UInt32(parts[0], radix: 16), let signature = unhex(String(parts[1]))
+        parts.allSatisfy({ $0 == $0.uppercased() }),
+        let id = UInt32(parts[0], radix: 16), let signature = unhex(String(parts[1]))
     else { return nil }
     return (id, signature)
 }
@@ -458,8 +458,12 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
         let reply = try #require(parseChallengeReply(lines[0]))
         #expect(reply.deviceID == defaultDeviceID)
         let key = try Ed25519PublicKey(rawRepresentation: XTalkDevelopmentKey.publicKey)
-        #expect(try key.isValidSignature(reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: defaultDeviceID)))
-        #expect(try !key.isValidSignature(reply.signature, for: challengeMessage(nonce: Array(1...16), deviceID: defaultDeviceID)))
+        #expect(
+            try key.isValidSignature(
+                reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: defaultDeviceID)))
+        #expect(
+            try !key.isValidSignature(
+                reply.signature, for: challengeMessage(nonce: Array(1...16), deviceID: defaultDeviceID)))
     }
 
     @Test("CHAL is signed with the configured seed when one is set")
@@ -481,7 +485,9 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
         #expect(lines.last == "OK")
         let reply = try #require(parseChallengeReply(lines.first ?? ""))
         let key = try Ed25519PublicKey(rawRepresentation: XTalkDevelopmentKey.publicKey)
-        #expect(try !key.isValidSignature(reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: defaultDeviceID)))
+        #expect(
+            try !key.isValidSignature(
+                reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: defaultDeviceID)))
     }
 
     @Test("rejectedChallenges answers the first N well-formed challenges with +CHAL:ERR")
@@ -520,25 +526,34 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
         #expect(second == first)
         let reply = try #require(parseChallengeReply(second.first ?? ""))
         let key = try Ed25519PublicKey(rawRepresentation: XTalkDevelopmentKey.publicKey)
-        #expect(try !key.isValidSignature(reply.signature, for: challengeMessage(nonce: otherNonce, deviceID: defaultDeviceID)))
-        #expect(try key.isValidSignature(reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: defaultDeviceID)))
+        #expect(
+            try !key.isValidSignature(
+                reply.signature, for: challengeMessage(nonce: otherNonce, deviceID: defaultDeviceID)))
+        #expect(
+            try key.isValidSignature(
+                reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: defaultDeviceID)))
     }
 
-    @Test("CHAL reports and signs the override id, or a legacy id as reported", arguments: [
-        (UInt32?.some(0x1234_5678), UInt32(0x1234_5678)),
-        (UInt32?.none, XTalkSimulatedFirmware.identifier(year: 2026, week: 48, serialNumber: 12345, legacy: true)),
-    ])
+    @Test(
+        "CHAL reports and signs the override id, or a legacy id as reported",
+        arguments: [
+            (UInt32?.some(0x1234_5678), UInt32(0x1234_5678)),
+            (UInt32?.none, XTalkSimulatedFirmware.identifier(year: 2026, week: 48, serialNumber: 12345, legacy: true)),
+        ])
     func challengeSignsReportedDeviceID(override: UInt32?, expectedID: UInt32) async throws {
-        let bench = Bench(firmware {
-            $0.faults.challengeDeviceIDOverride = override
-            $0.deviceID = XTalkSimulatedFirmware.identifier(year: 2026, week: 48, serialNumber: 12345, legacy: true)
-        })
+        let bench = Bench(
+            firmware {
+                $0.faults.challengeDeviceIDOverride = override
+                $0.deviceID = XTalkSimulatedFirmware.identifier(year: 2026, week: 48, serialNumber: 12345, legacy: true)
+            })
         let lines = await bench.exchange("AT+CHAL=" + hexString(countingNonce))
         let reply = try #require(parseChallengeReply(lines.first ?? ""))
         #expect(reply.deviceID == expectedID)
         #expect(expectedID & 0x8000_0000 == 0)
         let key = try Ed25519PublicKey(rawRepresentation: XTalkDevelopmentKey.publicKey)
-        #expect(try key.isValidSignature(reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: expectedID)))
+        #expect(
+            try key.isValidSignature(reply.signature, for: challengeMessage(nonce: countingNonce, deviceID: expectedID))
+        )
     }
 
     @Test("A signing failure answers +CHAL:ERR")
@@ -547,13 +562,17 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
         #expect(await bench.exchange("AT+CHAL=" + hexString(countingNonce)) == ["+CHAL:ERR", "OK"])
     }
 
-    @Test("ID? reports the raw id, the serial source and the serial", arguments: [
-        (false, XTalkSimulatedSerialSource.efuse, "B5803039", "EFUSE"),
-        (false, .configured, "B5803039", "SN"),
-        (true, .efuse, "35803039", "EFUSE"),
-        (true, .configured, "35803039", "SN"),
-    ])
-    func identityReportsIdAndSource(legacy: Bool, source: XTalkSimulatedSerialSource, id: String, sourceText: String) async {
+    @Test(
+        "ID? reports the raw id, the serial source and the serial",
+        arguments: [
+            (false, XTalkSimulatedSerialSource.efuse, "B5803039", "EFUSE"),
+            (false, .configured, "B5803039", "SN"),
+            (true, .efuse, "35803039", "EFUSE"),
+            (true, .configured, "35803039", "SN"),
+        ])
+    func identityReportsIdAndSource(legacy: Bool, source: XTalkSimulatedSerialSource, id: String, sourceText: String)
+        async
+    {
         let configuration = XTalkSimulatedFirmware.identity(
             year: 2026, week: 48, serialNumber: 12345, legacy: legacy, source: source
         )
@@ -565,10 +584,11 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
 
     @Test("silent outputs nothing for commands, their URCs included, yet runs them; emitted URCs still go out")
     func silentOutputsNothing() async {
-        let bench = Bench(firmware {
-            $0.faults.silent = true
-            $0.echo = true
-        })
+        let bench = Bench(
+            firmware {
+                $0.faults.silent = true
+                $0.echo = true
+            })
         bench.write("AT\r\nAT+SEND=00\r\nAT+NOPE")
         await bench.advance(.seconds(1))
         bench.write("AT+RST")
@@ -582,10 +602,11 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
 
     @Test("silentCommands get no answer, not even an echo, but are recorded")
     func silentCommandsGetNoAnswer() async {
-        let bench = Bench(firmware {
-            $0.faults.silentCommands = ["AT+VER"]
-            $0.echo = true
-        })
+        let bench = Bench(
+            firmware {
+                $0.faults.silentCommands = ["AT+VER"]
+                $0.echo = true
+            })
         #expect(await bench.exchange("AT+VER?") == [])
         #expect(await bench.exchange("AT") == ["AT", "OK"])
         #expect(bench.firmware.processedCommands == ["AT+VER?", "AT"])
@@ -603,15 +624,16 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
 
     @Test("scriptedReplies replace the answer, keep the echo, pick the longest prefix and have no side effects")
     func scriptedRepliesReplaceAnswers() async {
-        let bench = Bench(firmware {
-            $0.echo = true
-            $0.faults.scriptedReplies = [
-                "AT+FREQ=": ["+CME ERROR: 3"],
-                "AT+SEND=": ["OK"],
-                "AT+V": ["SHORT"],
-                "AT+VER?": ["+VER:9.9", "OK"],
-            ]
-        })
+        let bench = Bench(
+            firmware {
+                $0.echo = true
+                $0.faults.scriptedReplies = [
+                    "AT+FREQ=": ["+CME ERROR: 3"],
+                    "AT+SEND=": ["OK"],
+                    "AT+V": ["SHORT"],
+                    "AT+VER?": ["+VER:9.9", "OK"],
+                ]
+            })
         #expect(await bench.exchange("AT+FREQ=433000000") == ["AT+FREQ=433000000", "+CME ERROR: 3"])
         #expect(await bench.exchange("AT+VER?") == ["AT+VER?", "+VER:9.9", "OK"])
         #expect(await bench.exchange("AT+VERX") == ["AT+VERX", "SHORT"])

@@ -12,10 +12,14 @@ final class CentralProbe {
     private(set) var events: [BleBackendEvent] = []
     private(set) var eventTimes: [Duration] = []
 
-    init(devices: [XTalkSimulatedDevice] = [XTalkSimulatedDevice()], bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
-         seed: UInt64 = 7) {
+    init(
+        devices: [XTalkSimulatedDevice] = [XTalkSimulatedDevice()],
+        bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
+        seed: UInt64 = 7
+    ) {
         clock = XTalkVirtualClock()
-        environment = XTalkSimulatedEnvironment(devices: devices, clock: clock, bluetoothState: bluetoothState, seed: seed)
+        environment = XTalkSimulatedEnvironment(
+            devices: devices, clock: clock, bluetoothState: bluetoothState, seed: seed)
         environment.backend.eventHandler = { [weak self] event in
             guard let self else { return }
             self.events.append(event)
@@ -29,8 +33,9 @@ final class CentralProbe {
     static let tx = BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughTX)
     static let rx = BleCharacteristicRef(service: XTalkGatt.passthroughService, characteristic: XTalkGatt.passthroughRX)
     static let battery = BleCharacteristicRef(service: XTalkGatt.batteryService, characteristic: XTalkGatt.batteryLevel)
-    static let firmwareRevision = BleCharacteristicRef(service: XTalkGatt.deviceInformationService,
-                                                       characteristic: XTalkGatt.firmwareRevision)
+    static let firmwareRevision = BleCharacteristicRef(
+        service: XTalkGatt.deviceInformationService,
+        characteristic: XTalkGatt.firmwareRevision)
 
     func advance(_ duration: Duration) async { await clock.advance(by: duration) }
 
@@ -48,7 +53,9 @@ final class CentralProbe {
     /// Bytes of every RX notification, concatenated, and the chunk sizes.
     var notifications: [Data] {
         events.compactMap { event in
-            if case .valueUpdated(_, let characteristic, let value?, nil) = event, characteristic == Self.rx { return value }
+            if case .valueUpdated(_, let characteristic, let value?, nil) = event, characteristic == Self.rx {
+                return value
+            }
             return nil
         }
     }
@@ -71,8 +78,9 @@ extension BleBackendEvent {
 @Suite("Simulated BLE link and central", .timeLimit(.minutes(5)))
 @MainActor
 struct SimulatedLinkTests {
-    @Test("the central starts unknown and reports its state shortly after creation",
-          arguments: [XTalkSimulatedBluetoothState.poweredOn, .poweredOff, .unauthorized, .unsupported, .resetting])
+    @Test(
+        "the central starts unknown and reports its state shortly after creation",
+        arguments: [XTalkSimulatedBluetoothState.poweredOn, .poweredOff, .unauthorized, .unsupported, .resetting])
     func initialState(_ state: XTalkSimulatedBluetoothState) async {
         let probe = CentralProbe(bluetoothState: state)
         #expect(probe.backend.state == .unknown)
@@ -91,7 +99,11 @@ struct SimulatedLinkTests {
         probe.backend.scanForPeripherals(withServices: [XTalkGatt.passthroughService])
         await probe.advance(.milliseconds(1000))
         let discoveries: [(BleAdvertisement, Int)] = probe.events.compactMap {
-            if case .discovered(_, let advertisement, let rssi) = $0 { return (advertisement, rssi) } else { return nil }
+            if case .discovered(_, let advertisement, let rssi) = $0 {
+                return (advertisement, rssi)
+            } else {
+                return nil
+            }
         }
         #expect((9...11).contains(discoveries.count))
         for (advertisement, rssi) in discoveries {
@@ -125,12 +137,14 @@ struct SimulatedLinkTests {
     @Test("the scan filter skips devices that do not advertise the passthrough service")
     func scanFilter() async {
         let probe = CentralProbe(devices: [
-            XTalkSimulatedDevice(name: "other", advertisesPassthroughService: false), XTalkSimulatedDevice(name: "xTalk"),
+            XTalkSimulatedDevice(name: "other", advertisesPassthroughService: false),
+            XTalkSimulatedDevice(name: "xTalk"),
         ])
         await probe.advance(.zero)
         probe.backend.scanForPeripherals(withServices: [XTalkGatt.passthroughService])
         await probe.advance(.milliseconds(500))
-        let names = Set(probe.events.compactMap { if case .discovered(_, let adv, _) = $0 { adv.localName } else { nil } })
+        let names = Set(
+            probe.events.compactMap { if case .discovered(_, let adv, _) = $0 { adv.localName } else { nil } })
         #expect(names == ["xTalk"])
         probe.finish()
     }
@@ -150,8 +164,9 @@ struct SimulatedLinkTests {
         #expect(await rssiTrace(seed: 2) != a)
     }
 
-    @Test("commands are ignored and recorded as misuse unless powered on",
-          arguments: [XTalkSimulatedBluetoothState.poweredOff, .unauthorized, .unsupported, .resetting])
+    @Test(
+        "commands are ignored and recorded as misuse unless powered on",
+        arguments: [XTalkSimulatedBluetoothState.poweredOff, .unauthorized, .unsupported, .resetting])
     func misuse(_ state: XTalkSimulatedBluetoothState) async {
         let probe = CentralProbe(bluetoothState: state)
         await probe.advance(.zero)
@@ -179,7 +194,8 @@ struct SimulatedLinkTests {
         #expect(!probe.peripheral.isConnected)
         await probe.advance(.milliseconds(1))
         #expect(probe.peripheral.isConnected)
-        guard let connectedAt = probe.events.firstIndex(where: { if case .connected = $0 { true } else { false } }) else {
+        guard let connectedAt = probe.events.firstIndex(where: { if case .connected = $0 { true } else { false } })
+        else {
             Issue.record("no connected event")
             return
         }
@@ -190,7 +206,9 @@ struct SimulatedLinkTests {
         #expect(probe.backend.maximumWriteValueLength(for: .withoutResponse, of: probe.id) == 182)
         let discoveries = probe.count { if case .discovered = $0 { true } else { false } }
         await probe.advance(.seconds(1))
-        #expect(probe.count { if case .discovered = $0 { true } else { false } } == discoveries, "connected devices do not advertise")
+        #expect(
+            probe.count { if case .discovered = $0 { true } else { false } } == discoveries,
+            "connected devices do not advertise")
         probe.finish()
     }
 
@@ -227,23 +245,40 @@ struct SimulatedLinkTests {
             return (services, characteristics)
         }
         let full = await discover(XTalkSimulatedGatt())
-        #expect(full.services == [XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService])
-        #expect(full.passthrough == [
-            BleCharacteristicInfo(uuid: XTalkGatt.passthroughTX, properties: [.write, .writeWithoutResponse]),
-            BleCharacteristicInfo(uuid: XTalkGatt.passthroughRX, properties: [.notify]),
-        ])
-        #expect(await discover(XTalkSimulatedGatt(hasPassthroughService: false)).services
+        #expect(
+            full.services == [
+                XTalkGatt.passthroughService, XTalkGatt.batteryService, XTalkGatt.deviceInformationService,
+            ])
+        #expect(
+            full.passthrough == [
+                BleCharacteristicInfo(uuid: XTalkGatt.passthroughTX, properties: [.write, .writeWithoutResponse]),
+                BleCharacteristicInfo(uuid: XTalkGatt.passthroughRX, properties: [.notify]),
+            ])
+        #expect(
+            await discover(XTalkSimulatedGatt(hasPassthroughService: false)).services
                 == [XTalkGatt.batteryService, XTalkGatt.deviceInformationService])
-        #expect(await discover(XTalkSimulatedGatt(hasPassthroughTX: false)).passthrough.map(\.uuid) == [XTalkGatt.passthroughRX])
-        #expect(await discover(XTalkSimulatedGatt(hasPassthroughRX: false)).passthrough.map(\.uuid) == [XTalkGatt.passthroughTX])
-        #expect(await discover(XTalkSimulatedGatt(txSupportsWriteWithoutResponse: false)).passthrough.first?.properties == [.write])
-        #expect(await discover(XTalkSimulatedGatt(hasBatteryService: false, hasDeviceInformationService: false)).services
+        #expect(
+            await discover(XTalkSimulatedGatt(hasPassthroughTX: false)).passthrough.map(\.uuid) == [
+                XTalkGatt.passthroughRX
+            ])
+        #expect(
+            await discover(XTalkSimulatedGatt(hasPassthroughRX: false)).passthrough.map(\.uuid) == [
+                XTalkGatt.passthroughTX
+            ])
+        #expect(
+            await discover(XTalkSimulatedGatt(txSupportsWriteWithoutResponse: false)).passthrough.first?.properties == [
+                .write
+            ])
+        #expect(
+            await discover(XTalkSimulatedGatt(hasBatteryService: false, hasDeviceInformationService: false)).services
                 == [XTalkGatt.passthroughService])
     }
 
     @Test("subscribing confirms notifications, or reports the refusal")
     func subscription() async {
-        let probe = CentralProbe(devices: [XTalkSimulatedDevice(gatt: XTalkSimulatedGatt(subscriptionRefusal: "insufficient authentication"))])
+        let probe = CentralProbe(devices: [
+            XTalkSimulatedDevice(gatt: XTalkSimulatedGatt(subscriptionRefusal: "insufficient authentication"))
+        ])
         await probe.advance(.zero)
         probe.backend.connect(probe.id)
         await probe.advance(.seconds(1))
@@ -267,11 +302,15 @@ struct SimulatedLinkTests {
         await probe.connectAndSubscribe()
         probe.backend.readValue(for: CentralProbe.battery, of: probe.id)
         probe.backend.readValue(for: CentralProbe.firmwareRevision, of: probe.id)
-        probe.backend.readValue(for: BleCharacteristicRef(service: XTalkGatt.deviceInformationService,
-                                                          characteristic: XTalkGatt.hardwareRevision), of: probe.id)
+        probe.backend.readValue(
+            for: BleCharacteristicRef(
+                service: XTalkGatt.deviceInformationService,
+                characteristic: XTalkGatt.hardwareRevision), of: probe.id)
         await probe.advance(.seconds(1))
         let values = probe.events.compactMap { event -> (BleUUID, Data?, BleBackendError?)? in
-            if case .valueUpdated(_, let ref, let value, let error) = event { return (ref.characteristic, value, error) }
+            if case .valueUpdated(_, let ref, let value, let error) = event {
+                return (ref.characteristic, value, error)
+            }
             return nil
         }
         #expect(values.count == 2)
@@ -315,7 +354,10 @@ struct SimulatedLinkTests {
         let probe = CentralProbe(devices: [device])
         await probe.connectAndSubscribe()
         let start = probe.clock.elapsed
-        for _ in 0..<24 { probe.backend.writeValue(Data(repeating: 0x41, count: 20), for: CentralProbe.tx, of: probe.id, type: .withoutResponse) }
+        for _ in 0..<24 {
+            probe.backend.writeValue(
+                Data(repeating: 0x41, count: 20), for: CentralProbe.tx, of: probe.id, type: .withoutResponse)
+        }
         var deliveredAt: Duration?
         while deliveredAt == nil {
             await probe.clock.advance(by: .milliseconds(1))
@@ -330,13 +372,18 @@ struct SimulatedLinkTests {
     func writeWithResponse() async {
         let probe = CentralProbe()
         await probe.connectAndSubscribe()
-        probe.backend.writeValue(Data(repeating: 0x41, count: 300), for: CentralProbe.tx, of: probe.id, type: .withResponse)
+        probe.backend.writeValue(
+            Data(repeating: 0x41, count: 300), for: CentralProbe.tx, of: probe.id, type: .withResponse)
         await probe.advance(.seconds(1))
         #expect(probe.peripheral.hostBytesDelivered == 300)
         #expect(probe.events.contains { if case .writeCompleted(_, _, nil) = $0 { true } else { false } })
-        probe.backend.writeValue(Data(repeating: 0x41, count: 513), for: CentralProbe.tx, of: probe.id, type: .withResponse)
+        probe.backend.writeValue(
+            Data(repeating: 0x41, count: 513), for: CentralProbe.tx, of: probe.id, type: .withResponse)
         await probe.advance(.seconds(1))
-        #expect(probe.events.contains { if case .writeCompleted(_, _, let error?) = $0 { error.code == .attribute(0x0D) } else { false } })
+        #expect(
+            probe.events.contains {
+                if case .writeCompleted(_, _, let error?) = $0 { error.code == .attribute(0x0D) } else { false }
+            })
         probe.finish()
     }
 
@@ -354,8 +401,9 @@ struct SimulatedLinkTests {
         probe.finish()
     }
 
-    @Test("random and single-byte splits cut replies anywhere, losing nothing",
-          arguments: [XTalkNotificationSplit.random, .singleBytes])
+    @Test(
+        "random and single-byte splits cut replies anywhere, losing nothing",
+        arguments: [XTalkNotificationSplit.random, .singleBytes])
     func splitNotifications(_ split: XTalkNotificationSplit) async {
         var device = XTalkSimulatedDevice()
         device.link.notificationSplit = split
@@ -366,7 +414,11 @@ struct SimulatedLinkTests {
         await probe.advance(.seconds(5))
         #expect(Array(probe.notifications.joined()) == bytes)
         let sizes = Set(probe.notifications.map(\.count))
-        if split == .singleBytes { #expect(sizes == [1]) } else { #expect(sizes.count > 5 && sizes.allSatisfy { $0 <= 244 }) }
+        if split == .singleBytes {
+            #expect(sizes == [1])
+        } else {
+            #expect(sizes.count > 5 && sizes.allSatisfy { $0 <= 244 })
+        }
         probe.finish()
     }
 
@@ -421,7 +473,8 @@ struct SimulatedLinkTests {
         let probe = CentralProbe()
         await probe.connectAndSubscribe()
         probe.peripheral.disconnect(afterHostBytes: 7)
-        probe.backend.writeValue(Data("AT+PING=abc\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withoutResponse)
+        probe.backend.writeValue(
+            Data("AT+PING=abc\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withoutResponse)
         await probe.advance(.seconds(1))
         #expect(!probe.peripheral.isConnected)
         #expect(probe.events.contains { $0.isDisconnected })
@@ -469,7 +522,9 @@ struct SimulatedLinkTests {
         probe.backend.cancelPeripheralConnection(probe.id)
         probe.backend.connect(probe.id)
         await probe.advance(.seconds(1))
-        let connectedEvents = probe.events.dropFirst(delivered).filter { if case .connected = $0 { true } else { false } }
+        let connectedEvents = probe.events.dropFirst(delivered).filter {
+            if case .connected = $0 { true } else { false }
+        }
         #expect(connectedEvents.count == 1)
         #expect(!probe.events.contains { $0.isDisconnected })
         probe.finish()
@@ -483,7 +538,10 @@ struct SimulatedLinkTests {
         await probe.advance(.zero)
         probe.backend.connect(probe.id)
         await probe.advance(.seconds(1))
-        #expect(probe.events.contains { if case .failedToConnect(_, let error?) = $0 { error.code == .connectionFailed } else { false } })
+        #expect(
+            probe.events.contains {
+                if case .failedToConnect(_, let error?) = $0 { error.code == .connectionFailed } else { false }
+            })
         probe.finish()
     }
 
@@ -521,13 +579,16 @@ struct SimulatedLinkTests {
 struct SimulatedDeviceEndToEndTests {
     /// Writes one command line and returns the decoded notification text once
     /// `terminator` arrived, with the virtual time it took.
-    func roundTrip(_ probe: CentralProbe, _ command: String, encoding: XTalkAtEncoding,
-                   until terminator: String = "OK\r\n") async -> (text: String, elapsed: Duration) {
+    func roundTrip(
+        _ probe: CentralProbe, _ command: String, encoding: XTalkAtEncoding,
+        until terminator: String = "OK\r\n"
+    ) async -> (text: String, elapsed: Duration) {
         let key: UInt8 = encoding == .xor ? 0x5A : 0
         let start = probe.clock.elapsed
         let seen = probe.notifications.count
-        probe.backend.writeValue(Data((command + "\r\n").utf8.map { $0 ^ key }), for: CentralProbe.tx, of: probe.id,
-                                 type: .withoutResponse)
+        probe.backend.writeValue(
+            Data((command + "\r\n").utf8.map { $0 ^ key }), for: CentralProbe.tx, of: probe.id,
+            type: .withoutResponse)
         var text = ""
         for _ in 0..<2_000 where !text.hasSuffix(terminator) {
             await probe.clock.advance(by: .milliseconds(1))
@@ -544,14 +605,17 @@ struct SimulatedDeviceEndToEndTests {
         let probe = CentralProbe(devices: [device])
         await probe.connectAndSubscribe()
         #expect(await roundTrip(probe, "AT+VER?", encoding: encoding).text == "AT+VER?\r\n+VER:2.1.0\r\nOK\r\n")
-        #expect(await roundTrip(probe, "AT+ID?", encoding: encoding).text
-                == "AT+ID?\r\n+ID:A5812345,EFUSE,XT2648012345\r\nOK\r\n".replacingOccurrences(of: "A5812345", with: hex(device.firmware.deviceID)))
+        #expect(
+            await roundTrip(probe, "AT+ID?", encoding: encoding).text
+                == "AT+ID?\r\n+ID:A5812345,EFUSE,XT2648012345\r\nOK\r\n".replacingOccurrences(
+                    of: "A5812345", with: hex(device.firmware.deviceID)))
         #expect(probe.peripheral.processedCommands == ["AT+VER?", "AT+ID?"])
         probe.finish()
     }
 
-    @Test("a round trip costs whole connection intervals plus the MCU's processing time",
-          arguments: [Duration.milliseconds(15), .milliseconds(30)])
+    @Test(
+        "a round trip costs whole connection intervals plus the MCU's processing time",
+        arguments: [Duration.milliseconds(15), .milliseconds(30)])
     func latency(_ interval: Duration) async {
         var device = XTalkSimulatedDevice()
         device.link.connectionInterval = interval

@@ -10,8 +10,10 @@ extension XTalkVirtualClock {
     /// failure and is cancelled: a wait that would hang the run fails in
     /// seconds instead, saying what did not end.
     @MainActor
-    package func awaitEnd<T: Sendable>(of task: Task<T, Never>, _ what: String, within limit: Duration = .seconds(10),
-                               sourceLocation: SourceLocation = #_sourceLocation) async -> T? {
+    package func awaitEnd<T: Sendable>(
+        of task: Task<T, Never>, _ what: String, within limit: Duration = .seconds(10),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> T? {
         let result = EndBox<T>()
         let waiter = Task { @MainActor in result.value = await task.value }
         let end = now.advanced(by: limit)
@@ -28,7 +30,8 @@ extension XTalkVirtualClock {
                 task.cancel()
                 await waiter.value
                 let why = nextDeadline == nil ? "nothing is scheduled" : "nothing ended it before \(end)"
-                Issue.record("\(what) did not end within \(limit) of virtual time (\(why))", sourceLocation: sourceLocation)
+                Issue.record(
+                    "\(what) did not end within \(limit) of virtual time (\(why))", sourceLocation: sourceLocation)
                 return nil
             }
         }

@@ -16,9 +16,9 @@
 // delegate event: unexpected callbacks are ignored.
 
 #if canImport(CoreBluetooth)
-import CoreBluetooth
+    import CoreBluetooth
 #else
-@_spi(XTalkStandIn) import XTalkCoreBluetoothStandIn
+    @_spi(XTalkStandIn) import XTalkCoreBluetoothStandIn
 #endif
 import Dispatch
 import Foundation
@@ -64,8 +64,9 @@ package final class CoreBluetoothBackend: BleBackend {
 
     package func scanForPeripherals(withServices services: [BleUUID]) {
         guard let manager, state == .poweredOn else { return }
-        manager.scanForPeripherals(withServices: services.map { CBUUID(string: $0.uuidString) },
-                                   options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        manager.scanForPeripherals(
+            withServices: services.map { CBUUID(string: $0.uuidString) },
+            options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
     }
 
     package func stopScan() {
@@ -76,7 +77,9 @@ package final class CoreBluetoothBackend: BleBackend {
     package func connect(_ peripheral: UUID) {
         guard let manager, state == .poweredOn else { return }
         guard let object = peripherals[peripheral] else {
-            emit(.failedToConnect(peripheral: peripheral, error: BleBackendError(.connectionFailed, "unknown peripheral")))
+            emit(
+                .failedToConnect(
+                    peripheral: peripheral, error: BleBackendError(.connectionFailed, "unknown peripheral")))
             return
         }
         if awaitingDisconnect.contains(peripheral) {
@@ -113,17 +116,22 @@ package final class CoreBluetoothBackend: BleBackend {
     }
 
     package func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {
-        guard let object = connected(peripheral), let cbCharacteristic = self.characteristic(characteristic, of: object) else { return }
+        guard let object = connected(peripheral), let cbCharacteristic = self.characteristic(characteristic, of: object)
+        else { return }
         object.setNotifyValue(enabled, for: cbCharacteristic)
     }
 
     package func readValue(for characteristic: BleCharacteristicRef, of peripheral: UUID) {
-        guard let object = connected(peripheral), let cbCharacteristic = self.characteristic(characteristic, of: object) else { return }
+        guard let object = connected(peripheral), let cbCharacteristic = self.characteristic(characteristic, of: object)
+        else { return }
         object.readValue(for: cbCharacteristic)
     }
 
-    package func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType) {
-        guard let object = connected(peripheral), let cbCharacteristic = self.characteristic(characteristic, of: object) else { return }
+    package func writeValue(
+        _ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType
+    ) {
+        guard let object = connected(peripheral), let cbCharacteristic = self.characteristic(characteristic, of: object)
+        else { return }
         object.writeValue(data, for: cbCharacteristic, type: type == .withResponse ? .withResponse : .withoutResponse)
     }
 
@@ -133,12 +141,14 @@ package final class CoreBluetoothBackend: BleBackend {
 
     package func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int {
         // Read at write time: the MTU can grow after connecting.
-        connected(peripheral)?.maximumWriteValueLength(for: type == .withResponse ? .withResponse : .withoutResponse) ?? 0
+        connected(peripheral)?.maximumWriteValueLength(for: type == .withResponse ? .withResponse : .withoutResponse)
+            ?? 0
     }
 
     private func connected(_ peripheral: UUID) -> CBPeripheral? {
         guard state == .poweredOn, !awaitingDisconnect.contains(peripheral),
-              let object = peripherals[peripheral], object.state == .connected else { return nil }
+            let object = peripherals[peripheral], object.state == .connected
+        else { return nil }
         return object
     }
 
@@ -185,9 +195,10 @@ package final class CoreBluetoothBackend: BleBackend {
             }
             guard delegate.isCurrent(peripheral, generation) else { return }
             delegate.endConnection(peripheral)
-            emit(failedToConnect
-                 ? .failedToConnect(peripheral: peripheral, error: error)
-                 : .disconnected(peripheral: peripheral, error: error))
+            emit(
+                failedToConnect
+                    ? .failedToConnect(peripheral: peripheral, error: error)
+                    : .disconnected(peripheral: peripheral, error: error))
         case .connection(let peripheral, let event):
             guard !awaitingDisconnect.contains(peripheral), delegate.isCurrent(peripheral, generation) else { return }
             emit(event)
@@ -197,8 +208,10 @@ package final class CoreBluetoothBackend: BleBackend {
             // connection), so that pending work fails and a reconnect rediscovers.
             guard !awaitingDisconnect.contains(peripheral), delegate.isCurrent(peripheral, generation) else { return }
             cancelPeripheralConnection(peripheral)
-            emit(.disconnected(peripheral: peripheral,
-                               error: BleBackendError(.connectionFailed, "the device changed its services")))
+            emit(
+                .disconnected(
+                    peripheral: peripheral,
+                    error: BleBackendError(.connectionFailed, "the device changed its services")))
         }
     }
 
@@ -221,27 +234,29 @@ package final class CoreBluetoothBackend: BleBackend {
     nonisolated static func backendError(_ error: (any Error)?) -> BleBackendError? {
         guard let error else { return nil }
         if let error = error as? CBError {
-            let code: BleBackendError.Code = switch error.code {
-            case .notConnected: .notConnected
-            case .connectionTimeout: .connectionTimeout
-            case .peripheralDisconnected: .peripheralDisconnected
-            case .connectionFailed, .connectionLimitReached, .unknownDevice, .peerRemovedPairingInformation,
-                 .encryptionTimedOut, .tooManyLEPairedDevices:
-                .connectionFailed
-            case .operationCancelled: .operationCancelled
-            case .operationNotSupported: .operationNotSupported
-            default: .unknown
-            }
+            let code: BleBackendError.Code =
+                switch error.code {
+                case .notConnected: .notConnected
+                case .connectionTimeout: .connectionTimeout
+                case .peripheralDisconnected: .peripheralDisconnected
+                case .connectionFailed, .connectionLimitReached, .unknownDevice, .peerRemovedPairingInformation,
+                    .encryptionTimedOut, .tooManyLEPairedDevices:
+                    .connectionFailed
+                case .operationCancelled: .operationCancelled
+                case .operationNotSupported: .operationNotSupported
+                default: .unknown
+                }
             return BleBackendError(code, error.localizedDescription)
         }
         if let error = error as? CBATTError {
-            let code: BleBackendError.Code = switch error.code {
-            case .readNotPermitted: .readNotPermitted
-            case .writeNotPermitted: .writeNotPermitted
-            case .insufficientAuthentication, .insufficientAuthorization: .insufficientAuthentication
-            case .insufficientEncryption, .insufficientEncryptionKeySize: .insufficientEncryption
-            default: .attribute(error.code.rawValue)
-            }
+            let code: BleBackendError.Code =
+                switch error.code {
+                case .readNotPermitted: .readNotPermitted
+                case .writeNotPermitted: .writeNotPermitted
+                case .insufficientAuthentication, .insufficientAuthorization: .insufficientAuthentication
+                case .insufficientEncryption, .insufficientEncryptionKeySize: .insufficientEncryption
+                default: .attribute(error.code.rawValue)
+                }
             return BleBackendError(code, error.localizedDescription)
         }
         return BleBackendError(.unknown, error.localizedDescription)
@@ -327,76 +342,113 @@ final class CentralDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralDel
         deliver(.state(CoreBluetoothBackend.managerState(central.state)), for: nil)
     }
 
-    func centralManager(_ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
-                        advertisementData: [String: Any], rssi RSSI: NSNumber) {
+    func centralManager(
+        _ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+        advertisementData: [String: Any], rssi RSSI: NSNumber
+    ) {
         let advertisement = BleAdvertisement(
             localName: advertisementData[CBAdvertisementDataLocalNameKey] as? String ?? peripheral.name,
             manufacturerData: advertisementData[CBAdvertisementDataManufacturerDataKey] as? Data,
-            serviceUUIDs: (advertisementData[CBAdvertisementDataServiceUUIDsKey] as? [CBUUID] ?? []).map { BleUUID($0.uuidString) })
-        deliver(.discovered(peripheral.identifier, CoreBluetoothObject(value: peripheral), advertisement, rssi: RSSI.intValue),
-                for: nil)
+            serviceUUIDs: (advertisementData[CBAdvertisementDataServiceUUIDsKey] as? [CBUUID] ?? []).map {
+                BleUUID($0.uuidString)
+            })
+        deliver(
+            .discovered(
+                peripheral.identifier, CoreBluetoothObject(value: peripheral), advertisement, rssi: RSSI.intValue),
+            for: nil)
     }
 
     func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
-        deliver(.connection(peripheral.identifier, .connected(peripheral: peripheral.identifier)), for: peripheral.identifier)
+        deliver(
+            .connection(peripheral.identifier, .connected(peripheral: peripheral.identifier)),
+            for: peripheral.identifier)
     }
 
     func centralManager(_ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: (any Error)?) {
-        deliver(.ended(peripheral.identifier, failedToConnect: true, CoreBluetoothBackend.backendError(error)),
-                for: peripheral.identifier)
+        deliver(
+            .ended(peripheral.identifier, failedToConnect: true, CoreBluetoothBackend.backendError(error)),
+            for: peripheral.identifier)
     }
 
-    func centralManager(_ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?) {
-        deliver(.ended(peripheral.identifier, failedToConnect: false, CoreBluetoothBackend.backendError(error)),
-                for: peripheral.identifier)
+    func centralManager(
+        _ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?
+    ) {
+        deliver(
+            .ended(peripheral.identifier, failedToConnect: false, CoreBluetoothBackend.backendError(error)),
+            for: peripheral.identifier)
     }
 
     // MARK: CBPeripheralDelegate
 
     func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: (any Error)?) {
         let services = (peripheral.services ?? []).map { BleUUID($0.uuid.uuidString) }
-        deliver(.connection(peripheral.identifier, .servicesDiscovered(
-            peripheral: peripheral.identifier, services: services, error: CoreBluetoothBackend.backendError(error))),
+        deliver(
+            .connection(
+                peripheral.identifier,
+                .servicesDiscovered(
+                    peripheral: peripheral.identifier, services: services,
+                    error: CoreBluetoothBackend.backendError(error))),
             for: peripheral.identifier)
     }
 
     func peripheral(_ peripheral: CBPeripheral, didDiscoverCharacteristicsFor service: CBService, error: (any Error)?) {
         let characteristics = (service.characteristics ?? []).map {
-            BleCharacteristicInfo(uuid: BleUUID($0.uuid.uuidString),
-                                  properties: BleCharacteristicProperties(rawValue: $0.properties.rawValue & 0x3F))
+            BleCharacteristicInfo(
+                uuid: BleUUID($0.uuid.uuidString),
+                properties: BleCharacteristicProperties(rawValue: $0.properties.rawValue & 0x3F))
         }
-        deliver(.connection(peripheral.identifier, .characteristicsDiscovered(
-            peripheral: peripheral.identifier, service: BleUUID(service.uuid.uuidString), characteristics: characteristics,
-            error: CoreBluetoothBackend.backendError(error))), for: peripheral.identifier)
+        deliver(
+            .connection(
+                peripheral.identifier,
+                .characteristicsDiscovered(
+                    peripheral: peripheral.identifier, service: BleUUID(service.uuid.uuidString),
+                    characteristics: characteristics,
+                    error: CoreBluetoothBackend.backendError(error))), for: peripheral.identifier)
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: (any Error)?) {
+    func peripheral(_ peripheral: CBPeripheral, didUpdateValueFor characteristic: CBCharacteristic, error: (any Error)?)
+    {
         guard let ref = Self.reference(characteristic) else { return }
         // Copied here: the characteristic's value is overwritten by the next update.
         let value = characteristic.value.map { Data($0) }
-        deliver(.connection(peripheral.identifier, .valueUpdated(
-            peripheral: peripheral.identifier, characteristic: ref, value: value, error: CoreBluetoothBackend.backendError(error))),
+        deliver(
+            .connection(
+                peripheral.identifier,
+                .valueUpdated(
+                    peripheral: peripheral.identifier, characteristic: ref, value: value,
+                    error: CoreBluetoothBackend.backendError(error))),
             for: peripheral.identifier)
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: (any Error)?) {
+    func peripheral(_ peripheral: CBPeripheral, didWriteValueFor characteristic: CBCharacteristic, error: (any Error)?)
+    {
         guard let ref = Self.reference(characteristic) else { return }
-        deliver(.connection(peripheral.identifier, .writeCompleted(
-            peripheral: peripheral.identifier, characteristic: ref, error: CoreBluetoothBackend.backendError(error))),
+        deliver(
+            .connection(
+                peripheral.identifier,
+                .writeCompleted(
+                    peripheral: peripheral.identifier, characteristic: ref,
+                    error: CoreBluetoothBackend.backendError(error))),
             for: peripheral.identifier)
     }
 
-    func peripheral(_ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic,
-                    error: (any Error)?) {
+    func peripheral(
+        _ peripheral: CBPeripheral, didUpdateNotificationStateFor characteristic: CBCharacteristic,
+        error: (any Error)?
+    ) {
         guard let ref = Self.reference(characteristic) else { return }
-        deliver(.connection(peripheral.identifier, .notificationStateUpdated(
-            peripheral: peripheral.identifier, characteristic: ref, isNotifying: characteristic.isNotifying,
-            error: CoreBluetoothBackend.backendError(error))), for: peripheral.identifier)
+        deliver(
+            .connection(
+                peripheral.identifier,
+                .notificationStateUpdated(
+                    peripheral: peripheral.identifier, characteristic: ref, isNotifying: characteristic.isNotifying,
+                    error: CoreBluetoothBackend.backendError(error))), for: peripheral.identifier)
     }
 
     func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral) {
-        deliver(.connection(peripheral.identifier, .readyToSendWriteWithoutResponse(peripheral: peripheral.identifier)),
-                for: peripheral.identifier)
+        deliver(
+            .connection(peripheral.identifier, .readyToSendWriteWithoutResponse(peripheral: peripheral.identifier)),
+            for: peripheral.identifier)
     }
 
     func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService]) {
@@ -406,7 +458,8 @@ final class CentralDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralDel
     /// The characteristic's service and own UUID, or nil for an orphan (never trap on a callback).
     private static func reference(_ characteristic: CBCharacteristic) -> BleCharacteristicRef? {
         guard let service = characteristic.service else { return nil }
-        return BleCharacteristicRef(service: BleUUID(service.uuid.uuidString),
-                                    characteristic: BleUUID(characteristic.uuid.uuidString))
+        return BleCharacteristicRef(
+            service: BleUUID(service.uuid.uuidString),
+            characteristic: BleUUID(characteristic.uuid.uuidString))
     }
 }

@@ -41,10 +41,10 @@ package enum PlatformBackend {
         if let override { return override() }
         let scheduler = ClockTimerScheduler(clock: ContinuousClock())
         #if os(Linux)
-        // A BlueZ (D-Bus) backend would plug in here; until then Linux has no Bluetooth backend.
-        return UnavailableBackend(scheduler: scheduler)
+            // A BlueZ (D-Bus) backend would plug in here; until then Linux has no Bluetooth backend.
+            return UnavailableBackend(scheduler: scheduler)
         #else
-        return CoreBluetoothBackend(scheduler: scheduler)
+            return CoreBluetoothBackend(scheduler: scheduler)
         #endif
     }
 }

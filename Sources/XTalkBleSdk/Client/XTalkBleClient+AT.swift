@@ -56,10 +56,11 @@ extension XTalkBleClient {
         try AtInputValidation.validateCommand(plain)
         let timeout = try AtInputValidation.timeout(milliseconds: timeoutMs)
         let link = try readyPassthrough()
-        let mode: AtChannelStateMachine.ResponseMode = switch responseMode {
-        case .automatic: .automatic
-        case .collectUntilTimeout: .collectUntilTimeout
-        }
+        let mode: AtChannelStateMachine.ResponseMode =
+            switch responseMode {
+            case .automatic: .automatic
+            case .collectUntilTimeout: .collectUntilTimeout
+            }
         if log { self.log(.debug, "queue \(plain)") }
         return try await submit(on: link, RequestHandle()) { channel, owner in
             channel.submitCommand(plain, timeout: timeout, mode: mode, log: log, owner: owner)
@@ -96,7 +97,8 @@ extension XTalkBleClient {
         _ = try await submit(on: link, handle) { channel, _ in channel.submitSession() }
         guard let session = handle.id else { throw XTalkBleError.cancelled }
         defer { if passthrough === link { link.endSession(session) } }
-        let context = ExclusiveSessionContext(client: ObjectIdentifier(self), generation: link.generation, session: session)
+        let context = ExclusiveSessionContext(
+            client: ObjectIdentifier(self), generation: link.generation, session: session)
         return try await Self.$exclusiveSession.withValue(context) {
             try await operation(self)
         }
@@ -142,13 +144,16 @@ extension XTalkBleClient {
             enqueue(.event(.atLine(line)), generation: link.generation)
         }
         replayedLine = nil
-        log(.info, "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
+        log(
+            .info,
+            "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
         // What the previous connection to this device left behind: answers the
         // device may still owe until their deadline, a line the lost link cut.
         // The channel ends the cut line and quarantines itself (its own actions).
         if let left = leftBehind, left.peripheral == peripheral {
-            let handover = ReconnectHandover(owedFor: max(.zero, (left.owedUntil ?? .zero) - scheduler.elapsed),
-                                             cutLineEncoding: left.cutLineEncoding)
+            let handover = ReconnectHandover(
+                owedFor: max(.zero, (left.owedUntil ?? .zero) - scheduler.elapsed),
+                cutLineEncoding: left.cutLineEncoding)
             if handover.owedFor > .zero {
                 log(.info, "quarantine for \(handover.owedFor): the device may still answer the previous connection")
             }
@@ -170,7 +175,9 @@ extension XTalkBleClient {
             eventAfterDisconnect = .diPayload(frame.payload, frame.meta)
         }
         let left = link.close(error: error)
-        leftBehind = left.map { (peripheral: link.peripheral, owedUntil: $0.owedUntil, cutLineEncoding: $0.cutLineEncoding) }
+        leftBehind = left.map {
+            (peripheral: link.peripheral, owedUntil: $0.owedUntil, cutLineEncoding: $0.cutLineEncoding)
+        }
         // Nothing of this connection is delivered after it ended, even what is already queued.
         discardDeliveries(of: link.generation)
     }

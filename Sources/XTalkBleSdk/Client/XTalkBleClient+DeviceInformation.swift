@@ -25,8 +25,10 @@ struct DeviceQueries {
         waiters.values.contains { $0.characteristic == characteristic }
     }
 
-    mutating func add(_ id: UInt64, _ characteristic: BleCharacteristicRef,
-                      _ continuation: CheckedContinuation<Data?, Never>, timer: TimerToken) {
+    mutating func add(
+        _ id: UInt64, _ characteristic: BleCharacteristicRef,
+        _ continuation: CheckedContinuation<Data?, Never>, timer: TimerToken
+    ) {
         waiters[id] = Waiter(characteristic: characteristic, continuation: continuation, timer: timer)
     }
 
@@ -58,7 +60,8 @@ struct DeviceQueries {
 }
 
 extension XTalkBleClient {
-    static let batteryLevel = BleCharacteristicRef(service: XTalkGatt.batteryService, characteristic: XTalkGatt.batteryLevel)
+    static let batteryLevel = BleCharacteristicRef(
+        service: XTalkGatt.batteryService, characteristic: XTalkGatt.batteryLevel)
     static let firmwareRevision = BleCharacteristicRef(
         service: XTalkGatt.deviceInformationService, characteristic: XTalkGatt.firmwareRevision)
     static let hardwareRevision = BleCharacteristicRef(
@@ -83,12 +86,14 @@ extension XTalkBleClient {
 
     /// UTF-8 (invalid bytes replaced), trimmed of whitespace and NUL characters.
     static func revisionString(_ data: Data) -> String {
-        String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines.union(CharacterSet(charactersIn: "\0")))
+        String(decoding: data, as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines.union(CharacterSet(charactersIn: "\0")))
     }
 
     private func read(_ characteristic: BleCharacteristicRef, timeoutMs: Int) async -> Data? {
         guard !isTornDown, deviceControlReady, timeoutMs > 0, !Task.isCancelled,
-              let peripheral = machine.linkPeripheral else { return nil }
+            let peripheral = machine.linkPeripheral
+        else { return nil }
         let id = deviceQueries.makeID()
         return await resumingOnMainQueue {
             await withTaskCancellationHandler {

@@ -1,7 +1,7 @@
 import Foundation
 
 #if !canImport(Combine)
-import Observation
+    import Observation
 #endif
 
 /// The xTalk BLE client: one BLE lifecycle and one serialized AT/RF channel.
@@ -40,8 +40,8 @@ public final class XTalkBleClient: NSObject {
     @XTalkPublished public private(set) var atEncoding: XTalkAtEncoding = .xor
 
     #if !canImport(Combine)
-    /// Reports the published properties to the Observation framework.
-    public let observationRegistrar = ObservationRegistrar()
+        /// Reports the published properties to the Observation framework.
+        public let observationRegistrar = ObservationRegistrar()
     #endif
 
     // MARK: Events
@@ -184,7 +184,8 @@ public final class XTalkBleClient: NSObject {
             }
         case .writeCompleted(let peripheral, let characteristic, let error):
             if let link = passthrough, link.peripheral == peripheral,
-               characteristic == machine.profile.passthrough.writeRef {
+                characteristic == machine.profile.passthrough.writeRef
+            {
                 link.writeAcknowledged(error: error)
             }
         case .readyToSendWriteWithoutResponse(let peripheral):
@@ -205,10 +206,14 @@ public final class XTalkBleClient: NSObject {
         case .servicesDiscovered(let peripheral, let services, let error):
             return apply(machine.servicesDiscovered(peripheral, services, failure: error?.message))
         case .characteristicsDiscovered(let peripheral, let service, let characteristics, let error):
-            return apply(machine.characteristicsDiscovered(peripheral, service: service, characteristics, failure: error?.message))
+            return apply(
+                machine.characteristicsDiscovered(
+                    peripheral, service: service, characteristics, failure: error?.message))
         case .notificationStateUpdated(let peripheral, let characteristic, let isNotifying, let error):
-            return apply(machine.notificationStateUpdated(peripheral, characteristic, isNotifying: isNotifying,
-                                                          failure: error?.message))
+            return apply(
+                machine.notificationStateUpdated(
+                    peripheral, characteristic, isNotifying: isNotifying,
+                    failure: error?.message))
         }
         apply([])  // publishes and delivers what the passthrough and the queries produced
     }
@@ -350,5 +355,5 @@ public final class XTalkBleClient: NSObject {
 }
 
 #if !canImport(Combine)
-extension XTalkBleClient: XTalkObservationHost {}
+    extension XTalkBleClient: XTalkObservationHost {}
 #endif

@@ -203,7 +203,6 @@ struct AtChannelStateMachine {
     /// The encoding of the next operation (a switch may wait for the current one).
     var encoding: XTalkAtEncoding { pendingEncoding ?? framer.encoding }
 
-
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
         switch state {
@@ -388,8 +387,9 @@ struct AtChannelStateMachine {
     /// granted (it may have ended since, which makes the work an ordinary
     /// operation), never one still waiting for its turn.
     private func assertOwnerWasGranted(_ owner: ChannelRequestID?) {
-        assert(owner.map { !operations.isQueued($0) } ?? true,
-               "work owned by \(owner.map(String.init(describing:)) ?? "-"), a session not granted yet")
+        assert(
+            owner.map { !operations.isQueued($0) } ?? true,
+            "work owned by \(owner.map(String.init(describing:)) ?? "-"), a session not granted yet")
     }
 
     // MARK: Events from the driver
@@ -713,7 +713,8 @@ struct AtChannelStateMachine {
         }
     }
 
-    private mutating func responseLine(_ line: String, finalCode: FinalResultCode?, into actions: inout [ChannelAction]) {
+    private mutating func responseLine(_ line: String, finalCode: FinalResultCode?, into actions: inout [ChannelAction])
+    {
         switch state {
         case .transaction(var transaction):
             // Release the state's copy first: appending to `lines` while the enum
@@ -875,14 +876,18 @@ struct AtChannelStateMachine {
             case .command(let text, let timeout, let mode, let log):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log),
-                                                 timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
+                state = .transaction(
+                    Transaction(
+                        id: pending.id, text: text, kind: .command(mode: mode, log: log),
+                        timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
                 return
             case .send(let text, let timeout):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(Transaction(id: pending.id, text: text, kind: .send(accepted: false),
-                                                 timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
+                state = .transaction(
+                    Transaction(
+                        id: pending.id, text: text, kind: .send(accepted: false),
+                        timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
                 return
             }
         }

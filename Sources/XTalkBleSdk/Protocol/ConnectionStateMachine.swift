@@ -68,7 +68,6 @@ struct ConnectionStateMachine {
         var isUp: Bool { phase != .connecting }
     }
 
-
     private enum State {
         /// No scan, no link. → `.scanning`, `.link`, `.failed`, `.tornDown`.
         case idle
@@ -158,8 +157,9 @@ struct ConnectionStateMachine {
         }
         state = .idle
         guard connectTimeout > .zero else {
-            published.connectionState = .failed(.connectionFailed(
-                "invalid configuration: connectTimeout is \(connectTimeout) (it must be greater than zero)"))
+            published.connectionState = .failed(
+                .connectionFailed(
+                    "invalid configuration: connectTimeout is \(connectTimeout) (it must be greater than zero)"))
             return actions
         }
         guard let result = published.scanResults.first(where: { $0.id == id }) else {
@@ -273,7 +273,8 @@ struct ConnectionStateMachine {
         var actions: [Action] = []
         endLink(error: .notConnected, into: &actions, linkGone: true)
         // A link lost before it was ready is a failed connection; a ready one simply ended.
-        published.connectionState = link.phase == .ready
+        published.connectionState =
+            link.phase == .ready
             ? .disconnected : .failed(.connectionFailed("the link was lost while connecting"))
         return actions
     }
@@ -284,18 +285,25 @@ struct ConnectionStateMachine {
         if let failure { return fail(.connectionFailed("service discovery failed: \(failure)")) }
         let passthrough = profile.passthrough
         guard services.contains(passthrough.service) else { return fail(.serviceMissing) }
-        var actions: [Action] = [.backend(.discoverCharacteristics(
-            id, service: passthrough.service, characteristics: [passthrough.write, passthrough.notify]))]
+        var actions: [Action] = [
+            .backend(
+                .discoverCharacteristics(
+                    id, service: passthrough.service, characteristics: [passthrough.write, passthrough.notify]))
+        ]
         for optional in profile.optionalServices where services.contains(optional.service) {
-            actions.append(.backend(.discoverCharacteristics(
-                id, service: optional.service, characteristics: optional.characteristics)))
+            actions.append(
+                .backend(
+                    .discoverCharacteristics(
+                        id, service: optional.service, characteristics: optional.characteristics)))
         }
         return actions
     }
 
     /// Characteristic discovery of one service finished.
-    mutating func characteristicsDiscovered(_ id: UUID, service: BleUUID, _ characteristics: [BleCharacteristicInfo],
-                                            failure: String?) -> [Action] {
+    mutating func characteristicsDiscovered(
+        _ id: UUID, service: BleUUID, _ characteristics: [BleCharacteristicInfo],
+        failure: String?
+    ) -> [Action] {
         guard var link = currentLink(id), link.isUp else { return [] }
         if service == profile.passthrough.service {
             guard link.phase == .discovering else { return [] }
@@ -318,16 +326,19 @@ struct ConnectionStateMachine {
         let found = characteristics.filter { $0.properties.contains(.read) }.map(\.uuid)
         link.deviceControl.formUnion(Set(found).intersection(optional.characteristics))
         state = .link(link)
-        published.deviceControlReady = !deviceControlCharacteristics.isEmpty
+        published.deviceControlReady =
+            !deviceControlCharacteristics.isEmpty
             && link.deviceControl == deviceControlCharacteristics
         return []
     }
 
     /// The subscription to a characteristic's notifications changed (or was refused).
-    mutating func notificationStateUpdated(_ id: UUID, _ characteristic: BleCharacteristicRef, isNotifying: Bool,
-                                           failure: String?) -> [Action] {
+    mutating func notificationStateUpdated(
+        _ id: UUID, _ characteristic: BleCharacteristicRef, isNotifying: Bool,
+        failure: String?
+    ) -> [Action] {
         guard var link = currentLink(id), characteristic == profile.passthrough.notifyRef,
-              case .subscribing(let txProperties) = link.phase
+            case .subscribing(let txProperties) = link.phase
         else { return [] }
         if let failure { return fail(.connectionFailed("the notification subscription was refused: \(failure)")) }
         guard isNotifying else { return fail(.connectionFailed("the device did not enable notifications")) }
@@ -413,8 +424,10 @@ struct ConnectionStateMachine {
 
     /// Ends the current link: cancels the platform connection unless it is
     /// already gone, stops the connect timer, and closes the passthrough.
-    private mutating func endLink(error: XTalkBleError, into actions: inout [Action], linkGone: Bool = false,
-                                  timerFired: Bool = false) {
+    private mutating func endLink(
+        error: XTalkBleError, into actions: inout [Action], linkGone: Bool = false,
+        timerFired: Bool = false
+    ) {
         guard case .link(let link) = state else { return }
         if let timer = link.timer, !timerFired { actions.append(.cancelTimer(timer)) }
         if !linkGone { actions.append(.backend(.cancelConnection(link.peripheral))) }

@@ -210,8 +210,10 @@ enum DiFieldParser {
         case (3, UInt8(ascii: "t")): candidate = (.txp, "txp")
         case (4, UInt8(ascii: "s")): candidate = (.slot, "slot")
         case (4, UInt8(ascii: "l")): candidate = (.lsnr, "lsnr")
-        case (4, UInt8(ascii: "r")): candidate = bytes[1] == UInt8(ascii: "s") && bytes[2] == UInt8(ascii: "s")
-            ? (.rssi, "rssi") : (.rsnr, "rsnr")
+        case (4, UInt8(ascii: "r")):
+            candidate =
+                bytes[1] == UInt8(ascii: "s") && bytes[2] == UInt8(ascii: "s")
+                ? (.rssi, "rssi") : (.rsnr, "rsnr")
         case (5, UInt8(ascii: "l")): candidate = (.lrssi, "lrssi")
         case (5, UInt8(ascii: "r")): candidate = (.rrssi, "rrssi")
         default: candidate = nil
@@ -239,7 +241,8 @@ enum DiFieldParser {
             let digit = bytes[index] &- 0x30
             guard digit <= 9 else { return nil }
             let (times10, o1) = value.multipliedReportingOverflow(by: 10)
-            let (next, o2) = negative
+            let (next, o2) =
+                negative
                 ? times10.subtractingReportingOverflow(Int(digit))
                 : times10.addingReportingOverflow(Int(digit))
             if o1 || o2 { return nil }

@@ -91,8 +91,9 @@ struct PassthroughWritePump {
             return Chunk(bytes: chunk, completes: completes)
         case .withResponse:
             let stoppedInside = head < lines.count && lines[head].offset > 0
-            outstanding = Outstanding(completes: completes, stoppedInside: stoppedInside,
-                                      partial: stoppedInside ? lines[head].id : nil)
+            outstanding = Outstanding(
+                completes: completes, stoppedInside: stoppedInside,
+                partial: stoppedInside ? lines[head].id : nil)
             return Chunk(bytes: chunk, completes: [])
         }
     }
@@ -116,7 +117,9 @@ struct PassthroughWritePump {
     /// when it is unknown or already (partly) written, which cannot be undone
     /// without leaving the device half a command.
     mutating func withdraw(_ id: ChannelWriteID) -> Bool {
-        guard let index = lines[head...].firstIndex(where: { $0.id == id }), lines[index].offset == 0 else { return false }
+        guard let index = lines[head...].firstIndex(where: { $0.id == id }), lines[index].offset == 0 else {
+            return false
+        }
         lines.remove(at: index)
         return true
     }

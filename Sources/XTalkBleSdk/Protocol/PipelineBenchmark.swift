@@ -12,7 +12,8 @@ package enum ReceivePipelineBenchmark {
     /// counts what came out.
     package static func run(_ stream: [UInt8], chunkSize: Int, encoding: XTalkAtEncoding) -> Result {
         var channel = AtChannelStateMachine(encoding: encoding)
-        _ = channel.submitCommand("AT+BENCH", timeout: .seconds(3600), mode: .collectUntilTimeout, log: true, owner: nil)
+        _ = channel.submitCommand(
+            "AT+BENCH", timeout: .seconds(3600), mode: .collectUntilTimeout, log: true, owner: nil)
         var result = Result()
         var offset = 0
         let size = max(1, chunkSize)

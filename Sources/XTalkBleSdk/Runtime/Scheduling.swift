@@ -71,7 +71,8 @@ package struct TimerQueue<Action> {
     /// Removes and returns the earliest live timer if it is due at `now`.
     package mutating func popDue(at now: Duration) -> Entry? {
         dropCancelled()
-        guard let first = heap.first, first.deadline <= now, let action = actions.removeValue(forKey: first.token) else {
+        guard let first = heap.first, first.deadline <= now, let action = actions.removeValue(forKey: first.token)
+        else {
             return nil
         }
         popFirst()

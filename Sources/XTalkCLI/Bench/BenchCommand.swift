@@ -20,8 +20,10 @@ struct BenchRow {
     /// Numbers for --json.
     let values: [(String, JSONValue)]
 
-    init(figure: String, target: String, measured: String, passed: Bool, deterministic: Bool = false,
-         values: [(String, JSONValue)]) {
+    init(
+        figure: String, target: String, measured: String, passed: Bool, deterministic: Bool = false,
+        values: [(String, JSONValue)]
+    ) {
         self.figure = figure
         self.target = target
         self.measured = measured
@@ -58,7 +60,8 @@ enum BenchCommand {
     static let command = Command(
         spec: CommandSpec(
             name: "bench",
-            summary: "Measure the SDK against limits derived from the design and against the naive way; print one table.",
+            summary:
+                "Measure the SDK against limits derived from the design and against the naive way; print one table.",
             positionals: [],
             options: [quick, only, deterministic, CommonOptions.json],
             discussion: """
@@ -81,14 +84,18 @@ enum BenchCommand {
             throw CLIError.usage(error)
         }
         if let unknown = only.subtracting(groups).first {
-            throw CLIError(.usage, "invalid value '\(unknown)' for --only: expected link, pipeline, transactions, auth, memory or scale")
+            throw CLIError(
+                .usage,
+                "invalid value '\(unknown)' for --only: expected link, pipeline, transactions, auth, memory or scale")
         }
         var rows: [BenchRow] = []
         @MainActor func add(_ new: [BenchRow]) {
             for row in new {
                 rows.append(row)
-                var fields: [(String, JSONValue)] = [("figure", .string(row.figure)), ("target", .string(row.target)),
-                                                     ("measured", .string(row.measured)), ("result", .string(row.verdict.rawValue))]
+                var fields: [(String, JSONValue)] = [
+                    ("figure", .string(row.figure)), ("target", .string(row.target)),
+                    ("measured", .string(row.measured)), ("result", .string(row.verdict.rawValue)),
+                ]
                 if row.verdict != .info { fields.append(("passed", .bool(row.verdict == .pass))) }
                 fields.append(("deterministic", .bool(row.deterministic)))
                 printer.record("bench", fields + row.values, human: line(row))
@@ -104,20 +111,26 @@ enum BenchCommand {
         let counted = rows.filter { $0.verdict != .info }.count
         let failed = rows.filter { $0.verdict == .fail }.count
         let info = rows.count - counted
-        printer.record("bench_summary", [("rows", .int(rows.count)), ("counted", .int(counted)), ("failed", .int(failed)),
-                                         ("info", .int(info))],
-                       human: "\n\(counted) rows with a target, \(failed == 0 ? "all passed" : "\(failed) failed")"
-                           + (info > 0 ? "; \(info) info (no target, not counted)" : ""))
+        printer.record(
+            "bench_summary",
+            [
+                ("rows", .int(rows.count)), ("counted", .int(counted)), ("failed", .int(failed)),
+                ("info", .int(info)),
+            ],
+            human: "\n\(counted) rows with a target, \(failed == 0 ? "all passed" : "\(failed) failed")"
+                + (info > 0 ? "; \(info) info (no target, not counted)" : ""))
         // A missed target fails the command, so scripts and CI can gate on it.
         if failed > 0 { throw CLIError(.failure, "\(failed) of \(counted) rows missed their target") }
     }
 
     static func header() -> String {
-        pad("figure", 78) + "  " + pad("target", 30) + "  " + pad("measured", 44) + "  result  CI\n" + String(repeating: "-", count: 170)
+        pad("figure", 78) + "  " + pad("target", 30) + "  " + pad("measured", 44) + "  result  CI\n"
+            + String(repeating: "-", count: 170)
     }
 
     static func line(_ row: BenchRow) -> String {
-        pad(row.figure, 78) + "  " + pad(row.target, 30) + "  " + pad(row.measured, 44) + "  " + pad(row.verdict.rawValue, 6)
+        pad(row.figure, 78) + "  " + pad(row.target, 30) + "  " + pad(row.measured, 44) + "  "
+            + pad(row.verdict.rawValue, 6)
             + (row.deterministic ? "  gated" : "")
     }
 
@@ -128,23 +141,35 @@ enum BenchCommand {
     static func pipelineRows(quick: Bool) async throws(CLIError) -> [BenchRow] {
         var rows: [BenchRow] = []
         for chunk in [20, 244] {
-            let outcome = ReceivePipelineRow.measure(bytes: quick ? 200_000 : 4_000_000, chunk: chunk, repetitions: quick ? 3 : 5)
-            guard outcome.correct else { throw CLIError(.failure, "the receive pipelines disagree with the stream they were given") }
-            let rate = String(format: "%.0f MB/s, %.2fM lines/s", outcome.megabytesPerSecond, outcome.linesPerSecond / 1e6)
-            rows.append(BenchRow(
-                figure: "2. receive pipeline, \(chunk)-byte chunks: vs naive", target: ">= 10x",
-                measured: String(format: "%.1fx (%@)", outcome.naiveRatio, rate),
-                passed: outcome.naiveRatio >= 10,
-                values: [("ratio", .double(outcome.naiveRatio)), ("mb_per_s", .double(outcome.megabytesPerSecond)),
-                         ("lines_per_s", .double(outcome.linesPerSecond))]))
+            let outcome = ReceivePipelineRow.measure(
+                bytes: quick ? 200_000 : 4_000_000, chunk: chunk, repetitions: quick ? 3 : 5)
+            guard outcome.correct else {
+                throw CLIError(.failure, "the receive pipelines disagree with the stream they were given")
+            }
+            let rate = String(
+                format: "%.0f MB/s, %.2fM lines/s", outcome.megabytesPerSecond, outcome.linesPerSecond / 1e6)
+            rows.append(
+                BenchRow(
+                    figure: "2. receive pipeline, \(chunk)-byte chunks: vs naive", target: ">= 10x",
+                    measured: String(format: "%.1fx (%@)", outcome.naiveRatio, rate),
+                    passed: outcome.naiveRatio >= 10,
+                    values: [
+                        ("ratio", .double(outcome.naiveRatio)), ("mb_per_s", .double(outcome.megabytesPerSecond)),
+                        ("lines_per_s", .double(outcome.linesPerSecond)),
+                    ]))
             let stream = try await StreamCPURow.measure(notificationBytes: chunk, seconds: quick ? 1 : 10)
-            rows.append(BenchRow(
-                figure: "2. client, \(chunk)-byte notifications: CPU at 1.4 Mbit/s", target: "<= 0.1 % of a core",
-                measured: String(format: "%.2f %% (process; %.2f Mbit/s)", stream.cpuShare * 100,
-                                 stream.achievedBytesPerSecond * 8 / 1e6),
-                passed: stream.cpuShare <= 0.001,
-                values: [("cpu_share", .double(stream.cpuShare)), ("bytes_per_s", .double(stream.achievedBytesPerSecond)),
-                         ("frames", .int(stream.frames))]))
+            rows.append(
+                BenchRow(
+                    figure: "2. client, \(chunk)-byte notifications: CPU at 1.4 Mbit/s", target: "<= 0.1 % of a core",
+                    measured: String(
+                        format: "%.2f %% (process; %.2f Mbit/s)", stream.cpuShare * 100,
+                        stream.achievedBytesPerSecond * 8 / 1e6),
+                    passed: stream.cpuShare <= 0.001,
+                    values: [
+                        ("cpu_share", .double(stream.cpuShare)),
+                        ("bytes_per_s", .double(stream.achievedBytesPerSecond)),
+                        ("frames", .int(stream.frames)),
+                    ]))
         }
         return rows
     }

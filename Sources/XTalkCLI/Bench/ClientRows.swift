@@ -21,7 +21,9 @@ struct BenchSetup {
 
     /// Connects in virtual time; `settleYields` trades speed for how deep a
     /// chain of awaits can react between timers.
-    static func connect(_ device: XTalkSimulatedDevice, settleYields: Int, together: Bool = false) async throws(CLIError) -> BenchSetup {
+    static func connect(_ device: XTalkSimulatedDevice, settleYields: Int, together: Bool = false)
+        async throws(CLIError) -> BenchSetup
+    {
         let clock = XTalkVirtualClock(settleYields: settleYields, firesInstantTogether: together)
         let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
         let client = XTalkBleClient(simulator: environment)
@@ -29,7 +31,9 @@ struct BenchSetup {
         client.onEvent = { _ in events.count += 1 }
         client.startScan()
         for _ in 0..<200 where client.scanResults.isEmpty { await clock.advance(by: .milliseconds(10)) }
-        guard let result = client.scanResults.first else { throw CLIError(.notFound, "the benchmark device was not found") }
+        guard let result = client.scanResults.first else {
+            throw CLIError(.notFound, "the benchmark device was not found")
+        }
         client.connect(id: result.id)
         for _ in 0..<2_000 where !client.atReady { await clock.advance(by: .milliseconds(5)) }
         guard client.atReady else { throw CLIError(.notReady, "the benchmark device did not become ready") }
@@ -66,13 +70,18 @@ enum TransactionRow {
 
     /// A client connected to `device` on the real clock, with the MTU exchange done.
     static func connectRealTime(_ device: XTalkSimulatedDevice = idealDevice) async throws(CLIError)
-        -> (XTalkSimulatedEnvironment, XTalkBleClient) {
+        -> (XTalkSimulatedEnvironment, XTalkBleClient)
+    {
         let environment = XTalkSimulatedEnvironment(devices: [device])
         let client = XTalkBleClient(simulator: environment)
         client.startScan()
         let deadline = ContinuousClock.now + .seconds(5)
-        while client.scanResults.isEmpty && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
-        guard let result = client.scanResults.first else { throw CLIError(.notFound, "the benchmark device was not found") }
+        while client.scanResults.isEmpty && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        guard let result = client.scanResults.first else {
+            throw CLIError(.notFound, "the benchmark device was not found")
+        }
         client.connect(id: result.id)
         while !client.atReady && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
         let mtu = min(517, max(23, device.link.mtu))
@@ -115,14 +124,18 @@ enum TransactionRow {
         let share = cpuMicros / 7_500
         let plainMicros = await PlainAwait.cpuMicros(count)
         return [
-            BenchRow(figure: "3. AT transactions (AT+PING, zero-latency link)", target: ">= 20000/s",
-                     measured: String(format: "%.0f/s", perSecond), passed: perSecond >= 20_000,
-                     values: [("per_second", .double(perSecond)), ("count", .int(count))]),
-            BenchRow(figure: "3. AT transaction CPU, share of a 7.5 ms interval", target: "<= 0.5 %",
-                     measured: String(format: "%.1f µs = %.2f %% (plain await %.1f)", cpuMicros, share * 100, plainMicros),
-                     passed: share <= 0.005,
-                     values: [("cpu_us", .double(cpuMicros)), ("share", .double(share)),
-                              ("plain_await_us", .double(plainMicros))]),
+            BenchRow(
+                figure: "3. AT transactions (AT+PING, zero-latency link)", target: ">= 20000/s",
+                measured: String(format: "%.0f/s", perSecond), passed: perSecond >= 20_000,
+                values: [("per_second", .double(perSecond)), ("count", .int(count))]),
+            BenchRow(
+                figure: "3. AT transaction CPU, share of a 7.5 ms interval", target: "<= 0.5 %",
+                measured: String(format: "%.1f µs = %.2f %% (plain await %.1f)", cpuMicros, share * 100, plainMicros),
+                passed: share <= 0.005,
+                values: [
+                    ("cpu_us", .double(cpuMicros)), ("share", .double(share)),
+                    ("plain_await_us", .double(plainMicros)),
+                ]),
         ]
     }
 }
@@ -161,7 +174,9 @@ private final class PlainAwait {
 
 /// The authentication transport of the integration guide, for the benchmark.
 @MainActor
-private func authenticator(_ client: XTalkBleClient, starting encoding: DeviceAuthAtEncoding) -> XTalkDeviceAuthenticator {
+private func authenticator(_ client: XTalkBleClient, starting encoding: DeviceAuthAtEncoding)
+    -> XTalkDeviceAuthenticator
+{
     let transport = ClientAuthTransport(ble: client)
     transport.setAtEncoding(encoding)
     return XTalkDeviceAuthenticator(transport: transport)
@@ -185,9 +200,11 @@ enum AuthRow {
         let firmware = device.firmware
         let id = String(format: "%08X", firmware.deviceID)
         return model.atCommand("AT+AUTH?", reply: [firmware.challengeRequired ? "+AUTH:1" : "+AUTH:0", "OK"])
-            + model.atCommand("AT+CHAL=" + String(repeating: "0", count: 32),
-                              reply: ["+CHAL:" + id + "," + String(repeating: "0", count: 128), "OK"])
-            + model.atCommand("AT+ID?", reply: ["+ID:" + id + "," + firmware.serialSource.rawValue + "," + firmware.serial, "OK"])
+            + model.atCommand(
+                "AT+CHAL=" + String(repeating: "0", count: 32),
+                reply: ["+CHAL:" + id + "," + String(repeating: "0", count: 128), "OK"])
+            + model.atCommand(
+                "AT+ID?", reply: ["+ID:" + id + "," + firmware.serialSource.rawValue + "," + firmware.serial, "OK"])
     }
 
     /// The quiet period that ends a drain after a timed-out command (PROTOCOL.md).
@@ -238,14 +255,18 @@ enum AuthRow {
         let probeWindow = Duration.milliseconds(XTalkDeviceAuthConfiguration().probeTimeoutMs)
         let wrongLimit = probeWindow + drainQuiet + trips3
         return [
-            BenchRow(figure: "4. authentication, happy path: round trips", target: "3, in <= 3 RTT of the model",
-                     measured: "\(trips) in \(ms(happy)) (3 RTT \(ms(trips3)))", passed: trips == 3 && happy <= trips3,
-                     deterministic: true,
-                     values: [("round_trips", .int(trips)), ("ms", .double(milliseconds(happy))),
-                              ("limit_ms", .double(milliseconds(trips3)))]),
-            BenchRow(figure: "4. authentication, wrong starting encoding", target: "<= probe + drain + 3 RTT",
-                     measured: "\(ms(wrong)) (limit \(ms(wrongLimit)))", passed: wrong <= wrongLimit, deterministic: true,
-                     values: [("ms", .double(milliseconds(wrong))), ("limit_ms", .double(milliseconds(wrongLimit)))]),
+            BenchRow(
+                figure: "4. authentication, happy path: round trips", target: "3, in <= 3 RTT of the model",
+                measured: "\(trips) in \(ms(happy)) (3 RTT \(ms(trips3)))", passed: trips == 3 && happy <= trips3,
+                deterministic: true,
+                values: [
+                    ("round_trips", .int(trips)), ("ms", .double(milliseconds(happy))),
+                    ("limit_ms", .double(milliseconds(trips3))),
+                ]),
+            BenchRow(
+                figure: "4. authentication, wrong starting encoding", target: "<= probe + drain + 3 RTT",
+                measured: "\(ms(wrong)) (limit \(ms(wrongLimit)))", passed: wrong <= wrongLimit, deterministic: true,
+                values: [("ms", .double(milliseconds(wrong))), ("limit_ms", .double(milliseconds(wrongLimit)))]),
         ]
     }
 
@@ -258,18 +279,22 @@ enum AuthRow {
         let message = Array("XTALK-AUTH-V1".utf8) + Array(repeating: 1, count: 21)
         let signature = (try? key?.signature(for: message)) ?? []
         let (verified, verifyTime) = Measure.cpu { () -> Int in
-            (0..<verifications).filter { _ in (try? key?.publicKey.isValidSignature(signature, for: message)) == true }.count
+            (0..<verifications).filter { _ in (try? key?.publicKey.isValidSignature(signature, for: message)) == true }
+                .count
         }
         guard verified == verifications else {
-            throw CLIError(.failure, "Ed25519: \(verifications - verified) of \(verifications) valid signatures did not verify")
+            throw CLIError(
+                .failure, "Ed25519: \(verifications - verified) of \(verifications) valid signatures did not verify")
         }
         let verifyMicros = Measure.seconds(verifyTime) / Double(verifications) * 1e6
         return [
-            BenchRow(figure: "4. authentication, happy path: CPU", target: "<= 1 ms",
-                     measured: String(format: "%.3f ms (device's too)", cpu), passed: cpu <= 1,
-                     values: [("cpu_ms", .double(cpu))]),
-            BenchRow.info(figure: "4. Ed25519 verification", measured: String(format: "%.1f µs", verifyMicros),
-                          values: [("verify_us", .double(verifyMicros))]),
+            BenchRow(
+                figure: "4. authentication, happy path: CPU", target: "<= 1 ms",
+                measured: String(format: "%.3f ms (device's too)", cpu), passed: cpu <= 1,
+                values: [("cpu_ms", .double(cpu))]),
+            BenchRow.info(
+                figure: "4. Ed25519 verification", measured: String(format: "%.1f µs", verifyMicros),
+                values: [("verify_us", .double(verifyMicros))]),
         ]
     }
 

@@ -48,15 +48,17 @@ struct LinkModel {
 
     /// `runAtCommand(command)` answered by `reply` (final result code included).
     func atCommand(_ command: String, reply: [String]) -> Duration {
-        operation(commandBytes: command.utf8.count + 2,
-                  outputs: [(processing, reply.reduce(0) { $0 + $1.utf8.count + 2 })])
+        operation(
+            commandBytes: command.utf8.count + 2,
+            outputs: [(processing, reply.reduce(0) { $0 + $1.utf8.count + 2 })])
     }
 
     /// `sendRfPayload` of `payload` bytes: `AT+SEND=<hex>`, `OK`, then `+SENDFIN:OK` after the airtime.
     func rfSend(payload: Int) -> Duration {
         let airtime = airtimeBase + airtimePerByte * Int64(payload)
-        return operation(commandBytes: "AT+SEND=".utf8.count + 2 * payload + 2,
-                         outputs: [(processing, "OK".utf8.count + 2), (processing + airtime, "+SENDFIN:OK".utf8.count + 2)])
+        return operation(
+            commandBytes: "AT+SEND=".utf8.count + 2 * payload + 2,
+            outputs: [(processing, "OK".utf8.count + 2), (processing + airtime, "+SENDFIN:OK".utf8.count + 2)])
     }
 
     /// One operation starting at a connection event: the command's bytes go
@@ -100,15 +102,17 @@ enum LinkRow {
 
         var device: XTalkSimulatedDevice {
             var device = XTalkSimulatedDevice()
-            device.link = XTalkSimulatedLink(mtu: mtu, mtuExchangeDelay: .milliseconds(20), connectionInterval: interval,
-                                             packetsPerConnectionEvent: packetsPerEvent,
-                                             writeWithoutResponseCredits: credits, connectDelay: .milliseconds(20))
+            device.link = XTalkSimulatedLink(
+                mtu: mtu, mtuExchangeDelay: .milliseconds(20), connectionInterval: interval,
+                packetsPerConnectionEvent: packetsPerEvent,
+                writeWithoutResponseCredits: credits, connectDelay: .milliseconds(20))
             return device
         }
 
         var label: String {
-            String(format: "%g ms, MTU %d, %d/event, %d credit%@", milliseconds(interval), mtu, packetsPerEvent, credits,
-                   credits == 1 ? "" : "s")
+            String(
+                format: "%g ms, MTU %d, %d/event, %d credit%@", milliseconds(interval), mtu, packetsPerEvent, credits,
+                credits == 1 ? "" : "s")
         }
     }
 
@@ -145,7 +149,8 @@ enum LinkRow {
     /// client; returns the model's bound over the time taken (1 = the bound)
     /// and both times.
     static func measureAPI(_ configuration: Configuration, perTask: Int) async throws(CLIError)
-        -> (utilisation: Double, measured: Duration, bound: Duration, operations: Int) {
+        -> (utilisation: Double, measured: Duration, bound: Duration, operations: Int)
+    {
         let device = configuration.device
         let model = LinkModel(device)
         var bound = Duration.zero
@@ -177,7 +182,9 @@ enum LinkRow {
         let sent = setup.peripheral.transmittedFrames.count
         await setup.close()
         let operations = perTask * taskCount
-        guard sent == perTask * 2 else { throw CLIError(.failure, "\(sent) radio frames went out, expected \(perTask * 2)") }
+        guard sent == perTask * 2 else {
+            throw CLIError(.failure, "\(sent) radio frames went out, expected \(perTask * 2)")
+        }
         return (Measure.seconds(bound) / Measure.seconds(measured), measured, bound, operations)
     }
 
@@ -202,7 +209,9 @@ enum LinkRow {
     /// The write pump alone (a package-level path no app reaches: an app never
     /// has more than one AT line in flight): pushes `count` lines through it
     /// and returns the link's limit over the time taken (1 = the limit).
-    static func measurePump(_ configuration: Configuration, lines count: Int) async throws(CLIError) -> (ratio: Double, bytes: Int) {
+    static func measurePump(_ configuration: Configuration, lines count: Int) async throws(CLIError) -> (
+        ratio: Double, bytes: Int
+    ) {
         let device = configuration.device
         let interval = device.link.connectionInterval
         let setup = try await BenchSetup.connect(device, settleYields: 4)
@@ -213,7 +222,9 @@ enum LinkRow {
         while setup.peripheral.hostBytesDelivered < total {
             await setup.clock.advance(by: interval)
         }
-        guard let window = setup.peripheral.hostDeliveryWindow else { throw CLIError(.failure, "nothing was delivered") }
+        guard let window = setup.peripheral.hostDeliveryWindow else {
+            throw CLIError(.failure, "nothing was delivered")
+        }
         // Connection events spanned: the first one counts whole.
         let achieved = window.last - window.first + interval
         let model = LinkModel(device)
@@ -228,28 +239,39 @@ enum LinkRow {
         let perTask = quick ? 10 : 100
         for configuration in apiConfigurations {
             let outcome = try await measureAPI(configuration, perTask: perTask)
-            rows.append(BenchRow(
-                figure: "1. public API, \(configuration.label), \(outcome.operations) ops from \(taskCount) tasks",
-                target: ">= 0.95 of the bound",
-                measured: String(format: "%.3f (%.2f s, bound %.2f s)", outcome.utilisation,
-                                 Measure.seconds(outcome.measured), Measure.seconds(outcome.bound)),
-                passed: outcome.utilisation >= 0.95, deterministic: true,
-                values: [("mtu", .int(configuration.mtu)), ("packets_per_event", .int(configuration.packetsPerEvent)),
-                         ("credits", .int(configuration.credits)), ("operations", .int(outcome.operations)),
-                         ("ms", .double(milliseconds(outcome.measured))), ("bound_ms", .double(milliseconds(outcome.bound))),
-                         ("ratio", .double(outcome.utilisation))]))
+            rows.append(
+                BenchRow(
+                    figure: "1. public API, \(configuration.label), \(outcome.operations) ops from \(taskCount) tasks",
+                    target: ">= 0.95 of the bound",
+                    measured: String(
+                        format: "%.3f (%.2f s, bound %.2f s)", outcome.utilisation,
+                        Measure.seconds(outcome.measured), Measure.seconds(outcome.bound)),
+                    passed: outcome.utilisation >= 0.95, deterministic: true,
+                    values: [
+                        ("mtu", .int(configuration.mtu)), ("packets_per_event", .int(configuration.packetsPerEvent)),
+                        ("credits", .int(configuration.credits)), ("operations", .int(outcome.operations)),
+                        ("ms", .double(milliseconds(outcome.measured))),
+                        ("bound_ms", .double(milliseconds(outcome.bound))),
+                        ("ratio", .double(outcome.utilisation)),
+                    ]))
         }
         let lines = quick ? 16 : Int((65_536.0 / Double(line.count)).rounded(.up))
-        for configuration in [Configuration(mtu: 23, packetsPerEvent: 6, credits: 8), Configuration(mtu: 247, packetsPerEvent: 6, credits: 8),
-                              Configuration(mtu: 23, packetsPerEvent: 6, credits: 2)] {
+        for configuration in [
+            Configuration(mtu: 23, packetsPerEvent: 6, credits: 8),
+            Configuration(mtu: 247, packetsPerEvent: 6, credits: 8),
+            Configuration(mtu: 23, packetsPerEvent: 6, credits: 2),
+        ] {
             let (ratio, bytes) = try await measurePump(configuration, lines: lines)
-            rows.append(BenchRow(
-                figure: "1. write pump alone (package path), \(configuration.label), \(bytes / 1_024) KiB",
-                target: ">= 0.95 of the limit",
-                measured: String(format: "%.3f of the limit", ratio),
-                passed: ratio >= 0.95, deterministic: true,
-                values: [("mtu", .int(configuration.mtu)), ("packets_per_event", .int(configuration.packetsPerEvent)),
-                         ("credits", .int(configuration.credits)), ("bytes", .int(bytes)), ("ratio", .double(ratio))]))
+            rows.append(
+                BenchRow(
+                    figure: "1. write pump alone (package path), \(configuration.label), \(bytes / 1_024) KiB",
+                    target: ">= 0.95 of the limit",
+                    measured: String(format: "%.3f of the limit", ratio),
+                    passed: ratio >= 0.95, deterministic: true,
+                    values: [
+                        ("mtu", .int(configuration.mtu)), ("packets_per_event", .int(configuration.packetsPerEvent)),
+                        ("credits", .int(configuration.credits)), ("bytes", .int(bytes)), ("ratio", .double(ratio)),
+                    ]))
         }
         return rows
     }

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Measurements the benchmark rows share: CPU time and memory of this process.
@@ -9,7 +9,8 @@ enum Measure {
     static func processCPU() -> Duration {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
-        let micros = Int64(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000
+        let micros =
+            Int64(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000
             + Int64(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
         return .microseconds(micros)
     }
@@ -23,21 +24,21 @@ enum Measure {
 
     static func threadCPU() -> Duration {
         #if os(Linux)
-        var spec = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
-        return .seconds(spec.tv_sec) + .nanoseconds(spec.tv_nsec)
+            var spec = timespec()
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec)
+            return .seconds(spec.tv_sec) + .nanoseconds(spec.tv_nsec)
         #else
-        return processCPU()
+            return processCPU()
         #endif
     }
 
     /// Resident memory now, in bytes (Linux: /proc/self/statm; elsewhere the peak).
     static func residentBytes() -> Int {
         #if os(Linux)
-        if let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) {
-            let fields = text.split(separator: " ")
-            if fields.count > 1, let pages = Int(fields[1]) { return pages * Int(sysconf(Int32(_SC_PAGESIZE))) }
-        }
+            if let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) {
+                let fields = text.split(separator: " ")
+                if fields.count > 1, let pages = Int(fields[1]) { return pages * Int(sysconf(Int32(_SC_PAGESIZE))) }
+            }
         #endif
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)

@@ -20,8 +20,10 @@ enum ReceivePipelineRow {
             case 9: line = counter % 20 == 9 ? "+VER:2.1.0" : "OK"
             default:
                 let payload = (0..<64).map { UInt8(truncatingIfNeeded: counter &* 31 &+ $0 &* 7) }
-                line = "+DI:cnt=\(counter),len=64,slot=\(counter % 8),snr=\(counter % 13 - 4),rssi=-\(60 + counter % 50),"
-                    + "lsnr=\(counter % 11),lrssi=-\(70 + counter % 30),rsnr=\(counter % 9),rrssi=-\(80 + counter % 20),txp=14,data="
+                line =
+                    "+DI:cnt=\(counter),len=64,slot=\(counter % 8),snr=\(counter % 13 - 4),rssi=-\(60 + counter % 50),"
+                    + "lsnr=\(counter % 11),lrssi=-\(70 + counter % 30),"
+                    + "rsnr=\(counter % 9),rrssi=-\(80 + counter % 20),txp=14,data="
                     + Hex.encode(payload)
                 frames += 1
             }
@@ -78,7 +80,9 @@ enum ReceivePipelineRow {
             guard pair.count == 2 else { continue }
             if pair[0] == "data" {
                 let hex = Array(pair[1])
-                payload = stride(from: 0, to: hex.count - 1, by: 2).compactMap { UInt8(String(hex[$0...$0 + 1]), radix: 16) }
+                payload = stride(from: 0, to: hex.count - 1, by: 2).compactMap {
+                    UInt8(String(hex[$0...$0 + 1]), radix: 16)
+                }
             } else {
                 fields[String(pair[0])] = Int(pair[1])
             }
@@ -100,19 +104,23 @@ enum ReceivePipelineRow {
         // Warm up both, and check they agree with the generator.
         let sdk = ReceivePipelineBenchmark.run(stream, chunkSize: chunk, encoding: .xor)
         let naiveResult = naive(stream, chunkSize: chunk)
-        let correct = sdk.lines == lines && sdk.radioFrames == frames && naiveResult.lines == lines && naiveResult.frames == frames
+        let correct =
+            sdk.lines == lines && sdk.radioFrames == frames && naiveResult.lines == lines
+            && naiveResult.frames == frames
         // The best of several runs: a shared machine only ever adds time.
         var sdkTime = Duration.seconds(3600)
         var naiveTime = Duration.seconds(3600)
         for _ in 0..<max(1, repetitions) {
-            sdkTime = min(sdkTime, Measure.cpu { _ = ReceivePipelineBenchmark.run(stream, chunkSize: chunk, encoding: .xor) }.1)
+            sdkTime = min(
+                sdkTime, Measure.cpu { _ = ReceivePipelineBenchmark.run(stream, chunkSize: chunk, encoding: .xor) }.1)
             naiveTime = min(naiveTime, Measure.cpu { _ = naive(stream, chunkSize: chunk) }.1)
         }
         let seconds = Measure.seconds(sdkTime)
         let naiveSeconds = Measure.seconds(naiveTime)
         let bytesPerSecond = Double(stream.count) / seconds
-        return Outcome(chunk: chunk, megabytesPerSecond: bytesPerSecond / 1e6, linesPerSecond: Double(lines) / seconds,
-                       naiveRatio: naiveSeconds / seconds, correct: correct)
+        return Outcome(
+            chunk: chunk, megabytesPerSecond: bytesPerSecond / 1e6, linesPerSecond: Double(lines) / seconds,
+            naiveRatio: naiveSeconds / seconds, correct: correct)
     }
 }
 
@@ -144,10 +152,11 @@ enum StreamCPURow {
     /// of `chunk` bytes, with room in the BLE module for a pacing period's frames.
     static func device(notificationBytes chunk: Int) -> XTalkSimulatedDevice {
         let perEvent = bytesPerSecond * Measure.seconds(interval) * 1.2 / Double(chunk)
-        return XTalkSimulatedDevice(link: XTalkSimulatedLink(
-            mtu: chunk + 3, mtuExchangeDelay: .milliseconds(20), connectionInterval: interval,
-            packetsPerConnectionEvent: Int(perEvent.rounded(.up)), connectDelay: .milliseconds(20),
-            notificationBufferLimit: 65_536))
+        return XTalkSimulatedDevice(
+            link: XTalkSimulatedLink(
+                mtu: chunk + 3, mtuExchangeDelay: .milliseconds(20), connectionInterval: interval,
+                packetsPerConnectionEvent: Int(perEvent.rounded(.up)), connectDelay: .milliseconds(20),
+                notificationBufferLimit: 65_536))
     }
 
     static func measure(notificationBytes chunk: Int, seconds: Double) async throws(CLIError) -> Outcome {
@@ -182,7 +191,9 @@ enum StreamCPURow {
         func pace(until end: ContinuousClock.Instant) async {
             while ContinuousClock.now < end {
                 let due = bytesAtStart + Int(Measure.seconds(ContinuousClock.now - streamStart) * bytesPerSecond)
-                while peripheral.deviceBytesDelivered + peripheral.deviceBytesQueued < due { peripheral.receiveRadioFrame(payload) }
+                while peripheral.deviceBytesDelivered + peripheral.deviceBytesQueued < due {
+                    peripheral.receiveRadioFrame(payload)
+                }
                 try? await Task.sleep(for: pacing)
             }
         }
@@ -197,9 +208,12 @@ enum StreamCPURow {
         let delivered = peripheral.deviceBytesDelivered - deliveredStart
         let frames = seen.streamed - framesStart
         guard peripheral.droppedNotificationBytes == 0, client.droppedEventCount == 0, seen.outOfOrder == 0,
-              seen.callbacks >= seen.streamed, frames > 0 else {
-            throw CLIError(.failure, "the stream lost frames: \(peripheral.droppedNotificationBytes) bytes dropped by the link, "
-                           + "\(client.droppedEventCount) events dropped, \(seen.outOfOrder) out of order")
+            seen.callbacks >= seen.streamed, frames > 0
+        else {
+            throw CLIError(
+                .failure,
+                "the stream lost frames: \(peripheral.droppedNotificationBytes) bytes dropped by the link, "
+                    + "\(client.droppedEventCount) events dropped, \(seen.outOfOrder) out of order")
         }
         return Outcome(cpuShare: cpu / wall, achievedBytesPerSecond: Double(delivered) / wall, frames: frames)
     }

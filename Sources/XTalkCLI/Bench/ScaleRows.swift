@@ -38,12 +38,15 @@ enum MemoryRow {
         let yielded = setup.events.count
         let countsAgree = dropped == yielded - bufferLimit
         await setup.close()
-        rows.append(BenchRow(
-            figure: "5. \(frames) +DI: frames, events never read", target: "<= 16 MB, drops counted",
-            measured: String(format: "+%.1f MB; %d events, %d dropped", growth, yielded, dropped),
-            passed: growth <= 16 && countsAgree,
-            values: [("frames", .int(frames)), ("rss_growth_mb", .double(growth)), ("dropped", .int(dropped)),
-                     ("events", .int(yielded))]))
+        rows.append(
+            BenchRow(
+                figure: "5. \(frames) +DI: frames, events never read", target: "<= 16 MB, drops counted",
+                measured: String(format: "+%.1f MB; %d events, %d dropped", growth, yielded, dropped),
+                passed: growth <= 16 && countsAgree,
+                values: [
+                    ("frames", .int(frames)), ("rss_growth_mb", .double(growth)), ("dropped", .int(dropped)),
+                    ("events", .int(yielded)),
+                ]))
 
         // 5b. Transactions leave nothing behind.
         var quickDevice = XTalkSimulatedDevice(link: .ideal)
@@ -67,10 +70,11 @@ enum MemoryRow {
         let after = Measure.residentBytes()
         await pinging.close()
         let drift = Double(after - afterWarmUp) / 1_048_576
-        rows.append(BenchRow(
-            figure: "5. \(transactions) AT transactions: RSS drift", target: "<= 2 MB after warm-up",
-            measured: String(format: "%+.2f MB", drift), passed: drift <= 2,
-            values: [("transactions", .int(transactions)), ("rss_drift_mb", .double(drift))]))
+        rows.append(
+            BenchRow(
+                figure: "5. \(transactions) AT transactions: RSS drift", target: "<= 2 MB after warm-up",
+                measured: String(format: "%+.2f MB", drift), passed: drift <= 2,
+                values: [("transactions", .int(transactions)), ("rss_drift_mb", .double(drift))]))
         return rows
     }
 }
@@ -128,19 +132,22 @@ enum ScaleRow {
         // Everyone pings at once.
         var tasks: [Task<[Duration], any Error>] = []
         for (index, (_, client)) in sessions.enumerated() {
-            tasks.append(Task { @MainActor in
-                // One untimed ping: the timed ones then start at a connection event, as the model's do.
-                _ = try await client.runAtCommand("AT")
-                var times: [Duration] = []
-                for sequence in 0..<pings {
-                    let start = ContinuousClock.now
-                    let token = "c\(index)s\(sequence)"
-                    let lines = try await client.runAtCommand("AT+PING=" + token)
-                    guard lines == ["+PING:" + token, "OK"] else { throw CLIError(.failure, "cross-talk: \(lines)") }
-                    times.append(ContinuousClock.now - start)
-                }
-                return times
-            })
+            tasks.append(
+                Task { @MainActor in
+                    // One untimed ping: the timed ones then start at a connection event, as the model's do.
+                    _ = try await client.runAtCommand("AT")
+                    var times: [Duration] = []
+                    for sequence in 0..<pings {
+                        let start = ContinuousClock.now
+                        let token = "c\(index)s\(sequence)"
+                        let lines = try await client.runAtCommand("AT+PING=" + token)
+                        guard lines == ["+PING:" + token, "OK"] else {
+                            throw CLIError(.failure, "cross-talk: \(lines)")
+                        }
+                        times.append(ContinuousClock.now - start)
+                    }
+                    return times
+                })
         }
         var all: [Duration] = []
         for task in tasks {
@@ -158,7 +165,9 @@ enum ScaleRow {
     private static func waitFor(_ what: String, seconds: Int, _ condition: () -> Bool) async throws(CLIError) {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while !condition() {
-            guard ContinuousClock.now < deadline else { throw CLIError(.timeout, "the scale benchmark timed out waiting for \(what)") }
+            guard ContinuousClock.now < deadline else {
+                throw CLIError(.timeout, "the scale benchmark timed out waiting for \(what)")
+            }
             try? await Task.sleep(for: .milliseconds(5))
         }
     }
@@ -174,11 +183,16 @@ enum ScaleRow {
         let roundTrip = LinkModel(device).atCommand("AT+PING=c0s0", reply: ["+PING:c0s0", "OK"])
         let limit = roundTrip + device.link.connectionInterval
         return [
-            BenchRow(figure: "6. 8 clients × 8 devices, 200 frames/s each: p99 ping", target: "<= RTT + 1 CI (\(Int(milliseconds(limit))) ms)",
-                     measured: String(format: "%.1f ms (1 client %.1f ms)", milliseconds(eight.p99), milliseconds(single.p99)),
-                     passed: eight.p99 <= limit && !eight.crossTalk && !single.crossTalk,
-                     values: [("p99_ms", .double(milliseconds(eight.p99))), ("single_p99_ms", .double(milliseconds(single.p99))),
-                              ("limit_ms", .double(milliseconds(limit))), ("cross_talk", .bool(eight.crossTalk))]),
+            BenchRow(
+                figure: "6. 8 clients × 8 devices, 200 frames/s each: p99 ping",
+                target: "<= RTT + 1 CI (\(Int(milliseconds(limit))) ms)",
+                measured: String(
+                    format: "%.1f ms (1 client %.1f ms)", milliseconds(eight.p99), milliseconds(single.p99)),
+                passed: eight.p99 <= limit && !eight.crossTalk && !single.crossTalk,
+                values: [
+                    ("p99_ms", .double(milliseconds(eight.p99))), ("single_p99_ms", .double(milliseconds(single.p99))),
+                    ("limit_ms", .double(milliseconds(limit))), ("cross_talk", .bool(eight.crossTalk)),
+                ])
         ]
     }
 }

@@ -4,14 +4,16 @@ import XTalkChaos
 /// `xtalk chaos`: the seeded chaos suite, for long local runs and for
 /// replaying one seed with its full trace.
 enum ChaosCommand {
-    static let scenarios = OptionSpec.int("scenarios", value: "N", in: 1...10_000_000,
-                                          help: "How many scenarios (default 2000, as CI runs).")
+    static let scenarios = OptionSpec.int(
+        "scenarios", value: "N", in: 1...10_000_000,
+        help: "How many scenarios (default 2000, as CI runs).")
     static let first = OptionSpec.int(
         "first", value: "K", in: 0...Int(Int32.max),
         help: "Start at scenario K (default 0): scenario K has the same seed as in the tests.")
     static let seed = OptionSpec.parsed(
         "seed", value: "SEED", help: "Replay the scenario with this seed (as printed by a failure).",
-        expected: "an unsigned integer") { UInt64($0) }
+        expected: "an unsigned integer"
+    ) { UInt64($0) }
     static let verbose = OptionSpec.flag("verbose", help: "Print each scenario's trace, with the client's AT traffic.")
     static let selfTest = OptionSpec.flag(
         "self-test", help: "Switch each known bug on in the SDK in turn; each must be flagged within N scenarios.")
@@ -57,10 +59,14 @@ enum ChaosCommand {
                     if let violation = report.violations.first { found = (index, violation) }
                 }
                 if found == nil { missed.append(name) }
-                printer.record("self_test", [("fault", .string(name)), ("flagged", .bool(found != nil)),
-                                             ("scenario", found.map { .int($0.index) } ?? .null)],
-                               human: found.map { "\(name): flagged by scenario \($0.index): \($0.violation.prefix(150))" }
-                                   ?? "\(name): NOT flagged in \(count) scenarios")
+                printer.record(
+                    "self_test",
+                    [
+                        ("fault", .string(name)), ("flagged", .bool(found != nil)),
+                        ("scenario", found.map { .int($0.index) } ?? .null),
+                    ],
+                    human: found.map { "\(name): flagged by scenario \($0.index): \($0.violation.prefix(150))" }
+                        ?? "\(name): NOT flagged in \(count) scenarios")
             }
             if !missed.isEmpty { throw CLIError(.failure, "the checker missed \(missed.joined(separator: ", "))") }
             return
@@ -75,16 +81,24 @@ enum ChaosCommand {
             if !report.passed { failed += 1 }
             tally.add(report.tally)
             if !report.passed || verbose {
-                printer.record("scenario", [("seed", .string(String(seed))), ("passed", .bool(report.passed)),
-                                            ("violations", .array(report.violations.map { .string($0) }))],
-                               human: verbose ? report.description + "\n" + report.trace.joined(separator: "\n") : report.description)
+                printer.record(
+                    "scenario",
+                    [
+                        ("seed", .string(String(seed))), ("passed", .bool(report.passed)),
+                        ("violations", .array(report.violations.map { .string($0) })),
+                    ],
+                    human: verbose
+                        ? report.description + "\n" + report.trace.joined(separator: "\n") : report.description)
             }
         }
-        let seconds = Double((ContinuousClock.now - start).components.seconds)
+        let seconds =
+            Double((ContinuousClock.now - start).components.seconds)
             + Double((ContinuousClock.now - start).components.attoseconds) / 1e18
-        printer.record("chaos_summary", [("scenarios", .int(seeds.count)), ("failed", .int(failed)), ("seconds", .double(seconds))],
-                       human: "\(seeds.count) scenarios, \(failed == 0 ? "all passed" : "\(failed) failed")"
-                           + String(format: " in %.1f s", seconds) + "\n" + tally.summary)
+        printer.record(
+            "chaos_summary",
+            [("scenarios", .int(seeds.count)), ("failed", .int(failed)), ("seconds", .double(seconds))],
+            human: "\(seeds.count) scenarios, \(failed == 0 ? "all passed" : "\(failed) failed")"
+                + String(format: " in %.1f s", seconds) + "\n" + tally.summary)
         if failed > 0 { throw CLIError(.failure, "\(failed) of \(seeds.count) chaos scenarios failed") }
     }
 }

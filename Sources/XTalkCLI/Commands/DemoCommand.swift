@@ -80,7 +80,8 @@ final class Demo {
             try await exchange(details: &details)
             return "every answer matched its own command"
         }
-        try await step(5, "Link loss clears the identity; reconnecting requires authentication again") { details throws(CLIError) in
+        try await step(5, "Link loss clears the identity; reconnecting requires authentication again") {
+            details throws(CLIError) in
             guard let device, let peripheral = session.environment?.peripheral(id: device.id) else {
                 throw CLIError(.failure, "link loss can only be injected on the simulator")
             }
@@ -115,13 +116,20 @@ final class Demo {
             return "closed cleanly"
         }
         printer.text("")
-        printer.record("summary", [("passed", .bool(true)), ("steps", .int(6)), ("seconds", .double(milliseconds(context.elapsed - start) / 1_000))],
-                       human: "All 6 steps passed in \(seconds(context.elapsed - start)).")
+        printer.record(
+            "summary",
+            [
+                ("passed", .bool(true)), ("steps", .int(6)),
+                ("seconds", .double(milliseconds(context.elapsed - start) / 1_000)),
+            ],
+            human: "All 6 steps passed in \(seconds(context.elapsed - start)).")
     }
 
     /// Runs one step: prints its outcome, duration and details, then rethrows a failure.
-    private func step(_ number: Int, _ title: String,
-                      _ body: (inout [String]) async throws(CLIError) -> String) async throws(CLIError) {
+    private func step(
+        _ number: Int, _ title: String,
+        _ body: (inout [String]) async throws(CLIError) -> String
+    ) async throws(CLIError) {
         let start = context.elapsed
         var details: [String] = []
         let outcome: Result<String, CLIError>
@@ -132,21 +140,29 @@ final class Demo {
         }
         let took = context.elapsed - start
         let header = "Step \(number)/6  \(title)"
+        let indent = String(repeating: " ", count: 10)
         switch outcome {
         case .success(let summary):
-            printer.record("step", [
-                ("number", .int(number)), ("title", .string(title)), ("passed", .bool(true)),
-                ("seconds", .double(milliseconds(took) / 1_000)), ("summary", .string(summary)),
-                ("details", .array(details.map(JSONValue.string))),
-            ], human: ([header, "          passed in \(seconds(took)): \(summary)"] + details.map { "          " + $0 })
-                .joined(separator: "\n"))
+            printer.record(
+                "step",
+                [
+                    ("number", .int(number)), ("title", .string(title)), ("passed", .bool(true)),
+                    ("seconds", .double(milliseconds(took) / 1_000)), ("summary", .string(summary)),
+                    ("details", .array(details.map(JSONValue.string))),
+                ],
+                human: ([header, indent + "passed in \(seconds(took)): \(summary)"] + details.map { indent + $0 })
+                    .joined(separator: "\n"))
         case .failure(let error):
-            printer.record("step", [
-                ("number", .int(number)), ("title", .string(title)), ("passed", .bool(false)),
-                ("seconds", .double(milliseconds(took) / 1_000)), ("error", .string(error.message)),
-                ("details", .array(details.map(JSONValue.string))),
-            ], human: ([header, "          FAILED after \(seconds(took)): \(error.message)"] + details.map { "          " + $0 })
-                .joined(separator: "\n"))
+            printer.record(
+                "step",
+                [
+                    ("number", .int(number)), ("title", .string(title)), ("passed", .bool(false)),
+                    ("seconds", .double(milliseconds(took) / 1_000)), ("error", .string(error.message)),
+                    ("details", .array(details.map(JSONValue.string))),
+                ],
+                human: ([header, "          FAILED after \(seconds(took)): \(error.message)"]
+                    + details.map { "          " + $0 })
+                    .joined(separator: "\n"))
             throw error
         }
     }
@@ -191,15 +207,18 @@ final class Demo {
             let lines: [String]
             do { lines = try await task.value } catch { throw CLIError.from(error, doing: queries[index]) }
             guard lines.count == 2, lines[0].hasPrefix(expected[index]), lines[1] == "OK" else {
-                throw CLIError(.failure, "\(queries[index]) got someone else's answer: \(lines.joined(separator: " | "))")
+                throw CLIError(
+                    .failure, "\(queries[index]) got someone else's answer: \(lines.joined(separator: " | "))")
             }
-            details.append("\(queries[index].padding(toLength: 9, withPad: " ", startingAt: 0)) → \(lines.joined(separator: " "))")
+            details.append(
+                "\(queries[index].padding(toLength: 9, withPad: " ", startingAt: 0)) → \(lines.joined(separator: " "))")
         }
         for (index, task) in sendTasks.enumerated() {
             let took: Duration
             do { took = try await task.value } catch { throw CLIError.from(error, doing: "RF send \(index + 1)") }
-            details.append("RF send \(payloads[index].count) bytes (\(Hex.encode(payloads[index]))) "
-                           + "→ +SENDFIN:OK after \(seconds(took))")
+            details.append(
+                "RF send \(payloads[index].count) bytes (\(Hex.encode(payloads[index]))) "
+                    + "→ +SENDFIN:OK after \(seconds(took))")
         }
         try await session.waitUntil("Waiting for radio frames", limit: .seconds(3)) { frames.count >= 2 }
         for (data, meta) in frames.prefix(3) { details.append(Render.frame(data, meta).1) }

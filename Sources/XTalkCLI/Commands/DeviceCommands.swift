@@ -34,8 +34,10 @@ enum Render {
     static func frame(_ data: Data, _ meta: XTalkDiMeta) -> ([(String, JSONValue)], String) {
         let (metaFields, metaText) = Self.meta(meta)
         let hex = Hex.encode(data)
-        return ([("bytes", .int(data.count)), ("data", .string(hex)), ("meta", .object(metaFields))],
-                "frame  \(data.count) bytes  \(hex)  \(metaText)")
+        return (
+            [("bytes", .int(data.count)), ("data", .string(hex)), ("meta", .object(metaFields))],
+            "frame  \(data.count) bytes  \(hex)  \(metaText)"
+        )
     }
 
     static func identity(_ result: XTalkDeviceAuthResult) -> ([(String, JSONValue)], String) {
@@ -45,16 +47,20 @@ enum Render {
             ("serial", .string(identity.serial)), ("source", .string(identity.source == .efuseSn ? "efuse" : "sn")),
             ("encoding", .string(result.encoding.rawValue)), ("challenge", .bool(result.didRequireChallenge)),
         ]
-        let text = "\(identity.did)  serial \(identity.serial) (\(identity.source == .efuseSn ? "eFuse" : "configured"))  "
-            + "\(result.encoding.rawValue) encoding  \(result.didRequireChallenge ? "challenge verified" : "no challenge")"
+        let text =
+            "\(identity.did)  serial \(identity.serial) (\(identity.source == .efuseSn ? "eFuse" : "configured"))  "
+            + "\(result.encoding.rawValue) encoding  "
+            + "\(result.didRequireChallenge ? "challenge verified" : "no challenge")"
         return (fields, text)
     }
 }
 
 /// Runs `body` with a connected session and always closes it.
 @MainActor
-func withSession(_ arguments: ParsedArguments, _ context: CommandContext, _ printer: Printer,
-                 _ body: (DeviceSession, XTalkScanResult) async throws(CLIError) -> Void) async throws(CLIError) {
+func withSession(
+    _ arguments: ParsedArguments, _ context: CommandContext, _ printer: Printer,
+    _ body: (DeviceSession, XTalkScanResult) async throws(CLIError) -> Void
+) async throws(CLIError) {
     let session: DeviceSession
     do throws(UsageError) {
         session = try DeviceSession(arguments, context: context, printer: printer)
@@ -69,19 +75,25 @@ func withSession(_ arguments: ParsedArguments, _ context: CommandContext, _ prin
 enum DeviceCommands {
     /// Each command's own options; the shared ones are in `CommonOptions`.
     enum Options {
-        static let scanTimeout = OptionSpec.double("timeout", short: "t", value: "SECONDS", in: 0.05...3_600,
-                                                   help: "How long to scan (default 3).")
-        static let alwaysChallenge = OptionSpec.flag("always-challenge",
-                                                     help: "Run the challenge even if the device says none is needed.")
-        static let atTimeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
-                                              help: "Timeout of each command (default 3000).")
+        static let scanTimeout = OptionSpec.double(
+            "timeout", short: "t", value: "SECONDS", in: 0.05...3_600,
+            help: "How long to scan (default 3).")
+        static let alwaysChallenge = OptionSpec.flag(
+            "always-challenge",
+            help: "Run the challenge even if the device says none is needed.")
+        static let atTimeout = OptionSpec.int(
+            "timeout", value: "MS", in: 1...600_000,
+            help: "Timeout of each command (default 3000).")
         static let text = OptionSpec.flag("text", help: "The argument is text, sent as UTF-8 bytes.")
-        static let sendTimeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
-                                                help: "Timeout (default 5000).")
-        static let listenCount = OptionSpec.int("count", short: "n", value: "N", in: 1...Int.max,
-                                                help: "Stop after N frames (default: until Ctrl-C).")
-        static let pingCount = OptionSpec.int("count", short: "n", value: "N", in: 1...100_000,
-                                              help: "How many round trips (default 10).")
+        static let sendTimeout = OptionSpec.int(
+            "timeout", value: "MS", in: 1...600_000,
+            help: "Timeout (default 5000).")
+        static let listenCount = OptionSpec.int(
+            "count", short: "n", value: "N", in: 1...Int.max,
+            help: "Stop after N frames (default: until Ctrl-C).")
+        static let pingCount = OptionSpec.int(
+            "count", short: "n", value: "N", in: 1...100_000,
+            help: "How many round trips (default 10).")
     }
 
     static let scan = Command(
@@ -107,11 +119,12 @@ enum DeviceCommands {
                 let (fields, text) = Render.device(result)
                 printer.record("device", fields, human: text)
             }
-        } catch where error.code == .interrupted {
+        } catch  where error.code == .interrupted {
             // Ctrl-C ends a scan normally: the list so far stands.
         }
-        printer.record("summary", [("devices", .int(count))],
-                       human: count == 1 ? "1 device" : "\(count) devices")
+        printer.record(
+            "summary", [("devices", .int(count))],
+            human: count == 1 ? "1 device" : "\(count) devices")
     }
 
     static let info = Command(
@@ -121,17 +134,23 @@ enum DeviceCommands {
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
-            try await session.waitUntil("Waiting for device information", limit: .seconds(5)) { session.client.deviceControlReady }
+            try await session.waitUntil("Waiting for device information", limit: .seconds(5)) {
+                session.client.deviceControlReady
+            }
             let client = session.client
             async let battery = client.fetchBatteryLevel()
             async let firmware = client.fetchBleFirmwareVersion()
             async let hardware = client.fetchHardwareVersion()
             let (level, ble, hw) = await (battery, firmware, hardware)
-            printer.record("info", [
-                ("device", .string(device.name)), ("battery", level.map(JSONValue.int) ?? .null),
-                ("ble_firmware", ble.map(JSONValue.string) ?? .null), ("hardware", hw.map(JSONValue.string) ?? .null),
-            ], human: "\(device.name)\n  battery       \(level.map(String.init) ?? "unavailable")\n"
-                + "  BLE firmware  \(ble ?? "unavailable")\n  hardware      \(hw ?? "unavailable")")
+            printer.record(
+                "info",
+                [
+                    ("device", .string(device.name)), ("battery", level.map(JSONValue.int) ?? .null),
+                    ("ble_firmware", ble.map(JSONValue.string) ?? .null),
+                    ("hardware", hw.map(JSONValue.string) ?? .null),
+                ],
+                human: "\(device.name)\n  battery       \(level.map(String.init) ?? "unavailable")\n"
+                    + "  BLE firmware  \(ble ?? "unavailable")\n  hardware      \(hw ?? "unavailable")")
         }
     }
 
@@ -154,8 +173,11 @@ enum DeviceCommands {
     static let at = Command(
         spec: CommandSpec(
             name: "at", summary: "Run AT commands and print their response lines.",
-            positionals: [PositionalSpec(name: "COMMAND", help: "An AT command, e.g. AT+VER? (several run in order).",
-                                         isVariadic: true, isOptional: false)],
+            positionals: [
+                PositionalSpec(
+                    name: "COMMAND", help: "An AT command, e.g. AT+VER? (several run in order).",
+                    isVariadic: true, isOptional: false)
+            ],
             options: [Options.atTimeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
@@ -175,8 +197,9 @@ enum DeviceCommands {
                 } catch {
                     throw CLIError.from(error, doing: command)
                 }
-                printer.record("response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
-                               human: (["> " + command] + lines).joined(separator: "\n"))
+                printer.record(
+                    "response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
+                    human: (["> " + command] + lines).joined(separator: "\n"))
             }
         }
     }
@@ -184,8 +207,11 @@ enum DeviceCommands {
     static let send = Command(
         spec: CommandSpec(
             name: "send", summary: "Send a radio payload and wait until the radio finished sending it.",
-            positionals: [PositionalSpec(name: "HEX", help: "The payload as hex (1–240 bytes); with --text, the text.",
-                                         isVariadic: false, isOptional: false)],
+            positionals: [
+                PositionalSpec(
+                    name: "HEX", help: "The payload as hex (1–240 bytes); with --text, the text.",
+                    isVariadic: false, isOptional: false)
+            ],
             options: [Options.text, Options.sendTimeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
         endsOnInterrupt: false
@@ -219,9 +245,13 @@ enum DeviceCommands {
             }
             let took = context.elapsed - start
             let hex = Hex.encode(payload)
-            printer.record("sent", [("bytes", .int(payload.count)), ("data", .string(hex)),
-                                    ("ms", .double(milliseconds(took)))],
-                           human: "sent \(payload.count) bytes (\(hex)): +SENDFIN:OK after \(seconds(took))")
+            printer.record(
+                "sent",
+                [
+                    ("bytes", .int(payload.count)), ("data", .string(hex)),
+                    ("ms", .double(milliseconds(took))),
+                ],
+                human: "sent \(payload.count) bytes (\(hex)): +SENDFIN:OK after \(seconds(took))")
         }
     }
 
@@ -247,7 +277,8 @@ enum DeviceCommands {
                     printer.record("frame", fields, human: text)
                 case .crcError(let meta, let line):
                     let (fields, text) = Render.meta(meta)
-                    printer.record("crc_error", [("meta", .object(fields)), ("line", .string(line))], human: "CRC error  \(text)")
+                    printer.record(
+                        "crc_error", [("meta", .object(fields)), ("line", .string(line))], human: "CRC error  \(text)")
                 case .connectionStateChanged, .atLine, .sendFinished, .passthroughRaw:
                     break
                 }
@@ -256,7 +287,9 @@ enum DeviceCommands {
                 if session.client.connectionState != .connected {
                     throw CLIError(.notReady, "Listening failed: the link was lost")
                 }
-                do { try await context.sleep(for: .milliseconds(10)) } catch { throw CLIError.from(error, doing: "Listening") }
+                do { try await context.sleep(for: .milliseconds(10)) } catch {
+                    throw CLIError.from(error, doing: "Listening")
+                }
             }
         }
     }
@@ -282,21 +315,32 @@ enum DeviceCommands {
                     throw CLIError.from(error, doing: "Ping \(sequence)")
                 }
                 guard lines == ["+PING:" + token, "OK"] else {
-                    throw CLIError(.failure, "Ping \(sequence) got an unexpected answer: \(lines.joined(separator: " | "))")
+                    throw CLIError(
+                        .failure, "Ping \(sequence) got an unexpected answer: \(lines.joined(separator: " | "))")
                 }
                 let took = context.elapsed - start
                 times.append(took)
-                printer.record("ping", [("seq", .int(sequence)), ("ms", .double(milliseconds(took)))],
-                               human: "reply from \(device.name): seq=\(sequence) time=\(String(format: "%.1f", milliseconds(took))) ms")
+                printer.record(
+                    "ping", [("seq", .int(sequence)), ("ms", .double(milliseconds(took)))],
+                    human:
+                        "reply from \(device.name): seq=\(sequence) "
+                        + "time=\(String(format: "%.1f", milliseconds(took))) ms"
+                )
             }
             let sorted = times.sorted()
-            let rank = { (p: Double) in sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))] }
+            let rank = { (p: Double) in
+                sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+            }
             let (minimum, median, p99) = (sorted[0], rank(0.5), rank(0.99))
-            printer.record("ping_summary", [
-                ("count", .int(count)), ("min_ms", .double(milliseconds(minimum))),
-                ("median_ms", .double(milliseconds(median))), ("p99_ms", .double(milliseconds(p99))),
-            ], human: String(format: "%d round trips: min %.1f ms, median %.1f ms, p99 %.1f ms",
-                             count, milliseconds(minimum), milliseconds(median), milliseconds(p99)))
+            printer.record(
+                "ping_summary",
+                [
+                    ("count", .int(count)), ("min_ms", .double(milliseconds(minimum))),
+                    ("median_ms", .double(milliseconds(median))), ("p99_ms", .double(milliseconds(p99))),
+                ],
+                human: String(
+                    format: "%d round trips: min %.1f ms, median %.1f ms, p99 %.1f ms",
+                    count, milliseconds(minimum), milliseconds(median), milliseconds(p99)))
         }
     }
 }

@@ -2,12 +2,14 @@ import Foundation
 import XTalkBleSdk
 
 enum ShellCommand {
-    static let timeout = OptionSpec.int("timeout", value: "MS", in: 1...600_000,
-                                        help: "Timeout of each command (default 3000).")
+    static let timeout = OptionSpec.int(
+        "timeout", value: "MS", in: 1...600_000,
+        help: "Timeout of each command (default 3000).")
 
     static let command = Command(
         spec: CommandSpec(
-            name: "shell", summary: "An interactive AT terminal: each line is sent as a command; URCs print as they arrive.",
+            name: "shell",
+            summary: "An interactive AT terminal: each line is sent as a command; URCs print as they arrive.",
             positionals: [],
             options: [timeout, CommonOptions.encoding] + CommonOptions.device,
             discussion: """
@@ -21,8 +23,9 @@ enum ShellCommand {
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
             try await session.prepareEncoding()
             let client = session.client
-            printer.text("connected to \(device.name) (\(client.atEncoding.rawValue) encoding). "
-                         + "Type AT commands; :history, !!, !N, :quit.")
+            printer.text(
+                "connected to \(device.name) (\(client.atEncoding.rawValue) encoding). "
+                    + "Type AT commands; :history, !!, !N, :quit.")
             // URCs print as they arrive, between commands or in the middle of one.
             client.onEvent = { event in
                 switch event {
@@ -31,7 +34,8 @@ enum ShellCommand {
                     printer.record("frame", fields, human: "[urc] " + text)
                 case .crcError(let meta, let line):
                     let (fields, _) = Render.meta(meta)
-                    printer.record("crc_error", [("meta", .object(fields)), ("line", .string(line))], human: "[urc] " + line)
+                    printer.record(
+                        "crc_error", [("meta", .object(fields)), ("line", .string(line))], human: "[urc] " + line)
                 case .atLine(let line) where line.hasPrefix("+SENDFIN:") || line.hasPrefix("+READY"):
                     printer.record("urc", [("line", .string(line))], human: "[urc] " + line)
                 case .connectionStateChanged(.disconnected), .connectionStateChanged(.failed):
@@ -48,8 +52,9 @@ enum ShellCommand {
                 if line == ":quit" || line == ":exit" { break }
                 if line == ":history" {
                     for (index, entry) in history.enumerated() {
-                        printer.record("history", [("index", .int(index + 1)), ("command", .string(entry))],
-                                       human: "\(index + 1)  \(entry)")
+                        printer.record(
+                            "history", [("index", .int(index + 1)), ("command", .string(entry))],
+                            human: "\(index + 1)  \(entry)")
                     }
                     continue
                 }
@@ -62,7 +67,8 @@ enum ShellCommand {
                     command = last
                 } else if line.hasPrefix("!"), let index = Int(line.dropFirst()) {
                     guard history.indices.contains(index - 1) else {
-                        printer.record("notice", [("message", .string("no command \(index)"))], human: "no command \(index)")
+                        printer.record(
+                            "notice", [("message", .string("no command \(index)"))], human: "no command \(index)")
                         continue
                     }
                     command = history[index - 1]
@@ -72,17 +78,20 @@ enum ShellCommand {
                 history.append(command)
                 do {
                     let lines = try await client.runAtCommand(command, timeoutMs: timeout)
-                    printer.record("response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
-                                   human: lines.joined(separator: "\n"))
+                    printer.record(
+                        "response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
+                        human: lines.joined(separator: "\n"))
                 } catch let error as XTalkBleError where error == .timeout || error == .busy {
-                    printer.record("error", [("command", .string(command)), ("message", .string("\(error)"))],
-                                   human: "! \(error)")
+                    printer.record(
+                        "error", [("command", .string(command)), ("message", .string("\(error)"))],
+                        human: "! \(error)")
                 } catch let error as XTalkBleError where error == .cancelled {
                     break
                 } catch let error as XTalkBleError {
                     if case .writeFailed = error {
-                        printer.record("error", [("command", .string(command)), ("message", .string("\(error)"))],
-                                       human: "! \(error)")
+                        printer.record(
+                            "error", [("command", .string(command)), ("message", .string("\(error)"))],
+                            human: "! \(error)")
                     } else {
                         throw CLIError.from(error, doing: command)
                     }

@@ -55,8 +55,10 @@ extension OptionSpec where Value == String? {
 
     /// An option whose value is one of `allowed` (case-sensitive), shown as `a|b|c` in help.
     static func choice(_ name: String, short: Character? = nil, from allowed: [String], help: String) -> Self {
-        .parsed(name, short: short, value: allowed.joined(separator: "|"), help: help,
-               expected: "one of " + allowed.joined(separator: ", ")) { allowed.contains($0) ? $0 : nil }
+        .parsed(
+            name, short: short, value: allowed.joined(separator: "|"), help: help,
+            expected: "one of " + allowed.joined(separator: ", ")
+        ) { allowed.contains($0) ? $0 : nil }
     }
 }
 
@@ -69,8 +71,10 @@ extension OptionSpec where Value == [String] {
 
 extension OptionSpec where Value == Int? {
     /// An option whose value is an integer within `range`.
-    static func int(_ name: String, short: Character? = nil, value valueName: String, in range: ClosedRange<Int>? = nil,
-                    help: String) -> Self {
+    static func int(
+        _ name: String, short: Character? = nil, value valueName: String, in range: ClosedRange<Int>? = nil,
+        help: String
+    ) -> Self {
         .parsed(name, short: short, value: valueName, help: help, expected: "an integer" + describe(range)) { text in
             Int(text).flatMap { range?.contains($0) ?? true ? $0 : nil }
         }
@@ -90,8 +94,10 @@ extension OptionSpec where Value == Int? {
 
 extension OptionSpec where Value == Double? {
     /// An option whose value is a finite decimal number within `range`.
-    static func double(_ name: String, short: Character? = nil, value valueName: String,
-                       in range: ClosedRange<Double>? = nil, help: String) -> Self {
+    static func double(
+        _ name: String, short: Character? = nil, value valueName: String,
+        in range: ClosedRange<Double>? = nil, help: String
+    ) -> Self {
         .parsed(name, short: short, value: valueName, help: help, expected: "a number" + describe(range)) { text in
             // Swift's Double(_:) also reads "nan", "inf" and hex floats; a command line wants plain decimals.
             let decimal = !text.isEmpty && text.allSatisfy { "0123456789+-.eE".contains($0) }
@@ -116,8 +122,10 @@ extension OptionSpec where Value == Double? {
 extension OptionSpec {
     /// An option whose last value `parse` reads; nil when not given. When `parse` returns nil the usage error is
     /// the one message shape for every bad value: "invalid value 'x' for --seed: expected an unsigned integer".
-    static func parsed<Wrapped>(_ name: String, short: Character? = nil, value valueName: String, help: String,
-                                expected: String, parse: @escaping @Sendable (String) -> Wrapped?) -> Self
+    static func parsed<Wrapped>(
+        _ name: String, short: Character? = nil, value valueName: String, help: String,
+        expected: String, parse: @escaping @Sendable (String) -> Wrapped?
+    ) -> Self
     where Value == Wrapped? {
         let declaration = OptionDeclaration(name: name, short: short, valueName: valueName, help: help)
         return Self(declaration: declaration) { given throws(UsageError) in
@@ -243,8 +251,9 @@ struct ParsedArguments: Sendable, Equatable {
 /// Parses a command's arguments against its `CommandSpec` and renders its `--help`.
 enum ArgumentParser {
     /// The help option every command has; listed last in `--help`.
-    static let helpOption = OptionDeclaration(name: "help", short: "h", valueName: nil,
-                                              help: "Show help for this command.")
+    static let helpOption = OptionDeclaration(
+        name: "help", short: "h", valueName: nil,
+        help: "Show help for this command.")
 
     /// The width `help(for:commandPath:)` wraps its text to.
     static let helpWidth = 80
@@ -289,7 +298,9 @@ enum ArgumentParser {
                 spelling = argument
                 inlineValue = nil
                 let letter = argument.count == 2 ? argument.last : nil
-                option = letter == helpOption.short ? helpOption : spec.options.first { $0.short != nil && $0.short == letter }
+                option =
+                    letter == helpOption.short
+                    ? helpOption : spec.options.first { $0.short != nil && $0.short == letter }
             }
             guard let option else {
                 firstError = firstError ?? unknownOption(spelling, in: spec)

@@ -41,28 +41,30 @@ struct CLIError: Error, Equatable, CustomStringConvertible {
         if let error = error as? CLIError { return error }
         if error is CancellationError { return CLIError(.interrupted, "\(what) was interrupted") }
         if let error = error as? XTalkBleError {
-            let code: ExitCode = switch error {
-            case .deviceNotFound: .notFound
-            case .timeout: .timeout
-            case .cancelled: .interrupted
-            case .bluetoothUnavailable, .permissionDenied, .scanFailed, .connectionFailed, .serviceMissing,
-                 .characteristicMissing, .notConnected, .notReady:
-                .notReady
-            case .deviceMismatch, .busy, .writeFailed, .malformedResponse, .deviceControlFailed:
-                .failure
-            }
+            let code: ExitCode =
+                switch error {
+                case .deviceNotFound: .notFound
+                case .timeout: .timeout
+                case .cancelled: .interrupted
+                case .bluetoothUnavailable, .permissionDenied, .scanFailed, .connectionFailed, .serviceMissing,
+                    .characteristicMissing, .notConnected, .notReady:
+                    .notReady
+                case .deviceMismatch, .busy, .writeFailed, .malformedResponse, .deviceControlFailed:
+                    .failure
+                }
             return CLIError(code, "\(what) failed: \(error) (XTalkBleError.\(caseName(error)))")
         }
         if let error = error as? XTalkDeviceAuthError {
-            let code: ExitCode = switch error {
-            case .cancelled: .interrupted
-            case .transportUnavailable: .notReady
-            case .commandTimedOut: .timeout
-            case .busy, .invalidConfiguration, .secureRandomUnavailable, .invalidChallenge, .challengeMissing,
-                 .malformedChallengeReply, .invalidSignatureLength, .signatureVerificationFailed,
-                 .challengeRetryExhausted, .invalidDeviceIdentity:
-                .authenticationFailed
-            }
+            let code: ExitCode =
+                switch error {
+                case .cancelled: .interrupted
+                case .transportUnavailable: .notReady
+                case .commandTimedOut: .timeout
+                case .busy, .invalidConfiguration, .secureRandomUnavailable, .invalidChallenge, .challengeMissing,
+                    .malformedChallengeReply, .invalidSignatureLength, .signatureVerificationFailed,
+                    .challengeRetryExhausted, .invalidDeviceIdentity:
+                    .authenticationFailed
+                }
             return CLIError(code, "\(what) failed: \(error) (XTalkDeviceAuthError.\(caseName(error)))")
         }
         return CLIError(.failure, "\(what) failed: \(error)")

@@ -8,34 +8,45 @@ enum CommonOptions {
     static let json = OptionSpec.flag("json", help: "Print one JSON object per line (stable field names).")
     static let verbose = OptionSpec.flag("verbose", short: "v", help: "Show the AT traffic on standard error.")
     static let name = OptionSpec.string("name", value: "NAME", help: "Use the device with this advertised name.")
-    static let address = OptionSpec.string("address", value: "ADDRESS",
-                                           help: "Use the device with this address (AA:BB:CC:DD:EE:FF).")
+    static let address = OptionSpec.string(
+        "address", value: "ADDRESS",
+        help: "Use the device with this address (AA:BB:CC:DD:EE:FF).")
     static let scanTimeout = OptionSpec.double(
         "scan-timeout", value: "SECONDS", in: 0.05...600,
         help: "How long to look for the device (default 1; the strongest one found is used).")
-    static let encoding = OptionSpec.choice("encoding", from: ["auto", "plain", "xor"],
-                                            help: "The AT encoding; auto authenticates to find it (default auto).")
+    static let encoding = OptionSpec.choice(
+        "encoding", from: ["auto", "plain", "xor"],
+        help: "The AT encoding; auto authenticates to find it (default auto).")
     static let backend = OptionSpec.choice(
         "backend", from: ["simulator", "platform"],
         help: "simulator (default): the built-in simulated devices; platform: this machine's Bluetooth.")
-    static let firmwareEncoding = OptionSpec.choice("firmware-encoding", from: ["plain", "xor"],
-                                                    help: "Simulator: the firmware's encoding (default xor).")
-    static let noChallenge = OptionSpec.flag("no-challenge",
-                                             help: "Simulator: the firmware does not require the challenge.")
-    static let untrustedKey = OptionSpec.flag("untrusted-key",
-                                              help: "Simulator: the firmware signs with a key that is not trusted.")
-    static let mtu = OptionSpec.int("mtu", value: "BYTES", in: 23...517,
-                                    help: "Simulator: the ATT MTU, 23–517 (default 247).")
-    static let latency = OptionSpec.int("latency", value: "MS", in: 0...500,
-                                        help: "Simulator: the connection interval in ms, 0–500 (default 15).")
-    static let traffic = OptionSpec.double("traffic", value: "HZ", in: 0...200,
-                                           help: "Simulator: received radio frames per second, 0–200 (default 1).")
-    static let disconnectAfter = OptionSpec.double("disconnect-after", value: "SECONDS", in: 0.01...86_400,
-                                                   help: "Simulator: the link drops this long after connecting.")
-    static let garbage = OptionSpec.int("garbage", value: "BYTES", in: 0...4_096,
-                                        help: "Simulator: a line of this many random bytes every 200 ms (line noise).")
-    static let seed = OptionSpec.int("seed", value: "N", in: 0...Int.max,
-                                     help: "Simulator: the random seed (default 1).")
+    static let firmwareEncoding = OptionSpec.choice(
+        "firmware-encoding", from: ["plain", "xor"],
+        help: "Simulator: the firmware's encoding (default xor).")
+    static let noChallenge = OptionSpec.flag(
+        "no-challenge",
+        help: "Simulator: the firmware does not require the challenge.")
+    static let untrustedKey = OptionSpec.flag(
+        "untrusted-key",
+        help: "Simulator: the firmware signs with a key that is not trusted.")
+    static let mtu = OptionSpec.int(
+        "mtu", value: "BYTES", in: 23...517,
+        help: "Simulator: the ATT MTU, 23–517 (default 247).")
+    static let latency = OptionSpec.int(
+        "latency", value: "MS", in: 0...500,
+        help: "Simulator: the connection interval in ms, 0–500 (default 15).")
+    static let traffic = OptionSpec.double(
+        "traffic", value: "HZ", in: 0...200,
+        help: "Simulator: received radio frames per second, 0–200 (default 1).")
+    static let disconnectAfter = OptionSpec.double(
+        "disconnect-after", value: "SECONDS", in: 0.01...86_400,
+        help: "Simulator: the link drops this long after connecting.")
+    static let garbage = OptionSpec.int(
+        "garbage", value: "BYTES", in: 0...4_096,
+        help: "Simulator: a line of this many random bytes every 200 ms (line noise).")
+    static let seed = OptionSpec.int(
+        "seed", value: "N", in: 0...Int.max,
+        help: "Simulator: the random seed (default 1).")
 
     /// Output, device selection and the simulator knobs.
     static let device: [any DeclaredOption] = [
@@ -109,7 +120,9 @@ final class ClientAuthTransport: DeviceAuthTransport {
         ble.setAtEncoding(encoding == .plain ? .plain : .xor)
     }
 
-    func runAtCommand(_ command: String, timeoutMs: Int, log: Bool, responseMode: DeviceAuthResponseMode) async throws -> [String] {
+    func runAtCommand(_ command: String, timeoutMs: Int, log: Bool, responseMode: DeviceAuthResponseMode) async throws
+        -> [String]
+    {
         let mode: XTalkAtResponseMode = responseMode == .automatic ? .automatic : .collectUntilTimeout
         return try await ble.runAtCommand(command, timeoutMs: timeoutMs, log: log, responseMode: mode)
     }
@@ -129,8 +142,10 @@ final class DeviceSession {
     private let scanWindow: Duration
     private let encoding: String
 
-    init(_ arguments: ParsedArguments, context: CommandContext, printer: Printer,
-         defaults: SimulatorSettings = SimulatorSettings()) throws(UsageError) {
+    init(
+        _ arguments: ParsedArguments, context: CommandContext, printer: Printer,
+        defaults: SimulatorSettings = SimulatorSettings()
+    ) throws(UsageError) {
         self.context = context
         self.printer = printer
         settings = try SimulatorSettings(arguments, defaults: defaults)
@@ -154,17 +169,23 @@ final class DeviceSession {
             client = XTalkBleClient(simulator: environment, options: options)
             if settings.trafficHz > 0 {
                 let interval = Duration.milliseconds(max(5, Int(1_000 / settings.trafficHz)))
-                for peripheral in environment.peripherals { peripheral.startRadioTraffic(every: interval, payloadSize: 16) }
+                for peripheral in environment.peripherals {
+                    peripheral.startRadioTraffic(every: interval, payloadSize: 16)
+                }
             }
             if settings.garbage > 0 {
-                for peripheral in environment.peripherals { peripheral.startLineNoise(every: .milliseconds(200), bytes: settings.garbage) }
+                for peripheral in environment.peripherals {
+                    peripheral.startLineNoise(every: .milliseconds(200), bytes: settings.garbage)
+                }
             }
         }
     }
 
     /// Scans for the window (or until the named device appears) and returns
     /// the results, strongest first.
-    func scan(window: Duration? = nil, onNewDevice: ((XTalkScanResult) -> Void)? = nil) async throws(CLIError) -> [XTalkScanResult] {
+    func scan(window: Duration? = nil, onNewDevice: ((XTalkScanResult) -> Void)? = nil) async throws(CLIError)
+        -> [XTalkScanResult]
+    {
         client.startScan()
         let deadline = context.elapsed + (window ?? scanWindow)
         var seen: Set<UUID> = []
@@ -175,7 +196,9 @@ final class DeviceSession {
                 onNewDevice?(result)
             }
             if window == nil, client.scanResults.contains(where: matches) { break }
-            do { try await context.sleep(for: .milliseconds(10)) } catch { throw CLIError.from(error, doing: "Scanning") }
+            do { try await context.sleep(for: .milliseconds(10)) } catch {
+                throw CLIError.from(error, doing: "Scanning")
+            }
         }
         let results = client.scanResults
         client.stopScan()
@@ -183,7 +206,8 @@ final class DeviceSession {
     }
 
     private func matches(_ result: XTalkScanResult) -> Bool {
-        (name == nil || result.name == name) && (address == nil || result.address == address) && (name != nil || address != nil)
+        (name == nil || result.name == name) && (address == nil || result.address == address)
+            && (name != nil || address != nil)
     }
 
     /// Selects the device (by name, address, or the strongest) and connects
@@ -213,7 +237,9 @@ final class DeviceSession {
         let deadline = context.elapsed + limit
         while !condition() {
             if case .failed(let error) = client.connectionState { throw CLIError.from(error, doing: what) }
-            if client.connectionState == .disconnected { throw CLIError(.notReady, "\(what) failed: the link was lost") }
+            if client.connectionState == .disconnected {
+                throw CLIError(.notReady, "\(what) failed: the link was lost")
+            }
             guard context.elapsed < deadline else { throw CLIError(.timeout, "\(what) timed out") }
             do { try await context.sleep(for: .milliseconds(5)) } catch { throw CLIError.from(error, doing: what) }
         }
@@ -223,7 +249,8 @@ final class DeviceSession {
     func authenticate(policy: XTalkChallengePolicy = .whenRequired) async throws(CLIError) -> XTalkDeviceAuthResult {
         let authenticator = XTalkDeviceAuthenticator(transport: ClientAuthTransport(ble: client))
         do {
-            return try await authenticator.authenticate(configuration: XTalkDeviceAuthConfiguration(challengePolicy: policy))
+            return try await authenticator.authenticate(
+                configuration: XTalkDeviceAuthConfiguration(challengePolicy: policy))
         } catch {
             throw CLIError.from(error, doing: "Authentication")
         }

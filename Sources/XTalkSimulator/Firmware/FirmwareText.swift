@@ -82,20 +82,22 @@ enum FirmwareText {
         let negative = digits.first == "-"
         if negative { digits = digits.dropFirst() }
         guard (1...10).contains(digits.utf8.count),
-              digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-              let magnitude = Int(digits)
+            digits.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            let magnitude = Int(digits)
         else { return nil }
         return negative ? -magnitude : magnitude
     }
 
     /// Whether `text` is a ping token: 1 to 32 characters of `[0-9A-Za-z]`.
     static func isPingToken(_ text: String) -> Bool {
-        (1...32).contains(text.utf8.count) && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "a")...UInt8(ascii: "z"): true
-            default: false
+        (1...32).contains(text.utf8.count)
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "a")...UInt8(ascii: "z"):
+                    true
+                default: false
+                }
             }
-        }
     }
 }

@@ -195,7 +195,8 @@ package final class SimulatedRadioFirmware {
         Self.bound(&processedCommands)
         let number = commandCount
         commandCount += 1
-        commandLog.append(XTalkDeviceRecord.Command(number: number, text: command, at: scheduler.elapsed, connection: connection))
+        commandLog.append(
+            XTalkDeviceRecord.Command(number: number, text: command, at: scheduler.elapsed, connection: connection))
         Self.bound(&commandLog)
         let faults = configuration.faults
         // Silence hides what a command produces, not the command: it still runs, like an MCU whose UART TX is lost.
@@ -246,7 +247,7 @@ package final class SimulatedRadioFirmware {
     /// `AT+SEND=<hex>`: queues a 1–240 byte frame unless the radio is busy.
     private func send(_ hex: String) -> Answer {
         guard let payload = FirmwareText.bytes(fromHex: hex), (1...240).contains(payload.count),
-              radio == .idle
+            radio == .idle
         else { return .error }
         lastFrameNumber += 1
         radio = .queued(frame: lastFrameNumber)
@@ -294,9 +295,13 @@ package final class SimulatedRadioFirmware {
                 if let echo { bytes += FirmwareText.encodeLine(echo, encoding) }
                 for line in answer.lines { bytes += FirmwareText.encodeLine(Array(line.utf8), encoding) }
                 let lines = (echo.map { [String(decoding: $0, as: UTF8.self)] } ?? []) + answer.lines
-                if !bytes.isEmpty { firmware.output(bytes, XTalkDeviceOutput(kind: .answer(command: command), lines: lines)) }
+                if !bytes.isEmpty {
+                    firmware.output(bytes, XTalkDeviceOutput(kind: .answer(command: command), lines: lines))
+                }
             }
-            if let followUp = answer.followUp, let command { firmware.perform(followUp, quiet: quiet, command: command) }
+            if let followUp = answer.followUp, let command {
+                firmware.perform(followUp, quiet: quiet, command: command)
+            }
         }
     }
 
@@ -306,17 +311,18 @@ package final class SimulatedRadioFirmware {
         case .transmit(let frame, let payload, let airtime, let failureReason):
             // A reset since the command aborted the frame.
             guard radio == .queued(frame: frame) else { return }
-            radio = .transmitting(timer: schedule(after: airtime) { firmware in
-                firmware.radio = .idle
-                var line = "+SENDFIN:OK"
-                if let failureReason {
-                    line = "+SENDFIN:FAIL," + failureReason
-                } else {
-                    firmware.transmittedFrames.append(payload)
-                    Self.bound(&firmware.transmittedFrames)
-                }
-                if !quiet { firmware.emitLine(line, as: .sendFinished(command: command)) }
-            })
+            radio = .transmitting(
+                timer: schedule(after: airtime) { firmware in
+                    firmware.radio = .idle
+                    var line = "+SENDFIN:OK"
+                    if let failureReason {
+                        line = "+SENDFIN:FAIL," + failureReason
+                    } else {
+                        firmware.transmittedFrames.append(payload)
+                        Self.bound(&firmware.transmittedFrames)
+                    }
+                    if !quiet { firmware.emitLine(line, as: .sendFinished(command: command)) }
+                })
         case .reset(let duration):
             switch radio {
             case .transmitting(let timer): cancelTimer(timer)
@@ -341,7 +347,8 @@ package final class SimulatedRadioFirmware {
     /// Either way the frame counter shared with `+CRCERR:` advances.
     package func emitRadioFrame(_ payload: [UInt8], fields: String? = nil) {
         radioEventCount += 1
-        let text = fields ?? "cnt=\(radioEventCount),len=\(payload.count),slot=\(random.int(in: 0...7))"
+        let text =
+            fields ?? "cnt=\(radioEventCount),len=\(payload.count),slot=\(random.int(in: 0...7))"
             + ",snr=\(random.int(in: -5...12)),rssi=\(random.int(in: -110 ... -60)),txp=\(currentTxPower)"
             + ",data=\(FirmwareText.hex(payload))"
         emitLine("+DI:" + text, as: .radioFrame)
@@ -355,14 +362,17 @@ package final class SimulatedRadioFirmware {
     /// Emits a `+CRCERR:` URC for a frame of `length` bytes, advancing the shared frame counter.
     private func emitCrcError(length: Int, fields: String?) {
         radioEventCount += 1
-        let text = fields ?? "cnt=\(radioEventCount),len=\(length)"
+        let text =
+            fields ?? "cnt=\(radioEventCount),len=\(length)"
             + ",rssi=\(random.int(in: -110 ... -60)),snr=\(random.int(in: -5...12))"
         emitLine("+CRCERR:" + text, as: .crcError)
     }
 
     /// Emits any text line at once, encoded with the current encoding, CR LF appended.
     package func emitLine(_ text: String, as kind: XTalkDeviceOutput.Kind = .line) {
-        output(FirmwareText.encodeLine(Array(text.utf8), configuration.encoding), XTalkDeviceOutput(kind: kind, lines: [text]))
+        output(
+            FirmwareText.encodeLine(Array(text.utf8), configuration.encoding),
+            XTalkDeviceOutput(kind: kind, lines: [text]))
     }
 
     /// Emits raw bytes at once, as they are (no encoding, no terminator): garbage.
@@ -449,7 +459,8 @@ package final class SimulatedRadioFirmware {
     /// Schedules `action` and tracks its token until it fires or is cancelled.
     /// The action gets the firmware as an argument, so the scheduler never keeps it alive.
     @discardableResult
-    private func schedule(after delay: Duration, _ action: @escaping @MainActor (SimulatedRadioFirmware) -> Void) -> Int {
+    private func schedule(after delay: Duration, _ action: @escaping @MainActor (SimulatedRadioFirmware) -> Void) -> Int
+    {
         lastTimerID += 1
         let id = lastTimerID
         timers[id] = scheduler.schedule(after: delay) { [weak self] in

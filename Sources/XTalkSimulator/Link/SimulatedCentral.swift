@@ -31,8 +31,10 @@ package final class SimulatedCentral: BleBackend {
 
     /// Delivers `event` after `delay`, in posting order among equal deadlines,
     /// unless `isValid` no longer holds then.
-    func post(after delay: Duration = .zero, _ event: BleBackendEvent,
-              isValid: @escaping @MainActor () -> Bool = { true }) {
+    func post(
+        after delay: Duration = .zero, _ event: BleBackendEvent,
+        isValid: @escaping @MainActor () -> Bool = { true }
+    ) {
         guard !environment.isShutDown else { return }
         nextPost += 1
         let key = nextPost
@@ -53,7 +55,10 @@ package final class SimulatedCentral: BleBackend {
     /// really is (a power-off the app has not heard of yet also refuses them).
     private func poweredOn(_ call: String) -> Bool {
         guard state == .poweredOn, environment.bluetoothState == .poweredOn else {
-            environment.recordMisuse("\(call) while Bluetooth is \(environment.bluetoothState): can only accept this command while powered on")
+            environment.recordMisuse(
+                "\(call) while Bluetooth is \(environment.bluetoothState): can only accept this command while "
+                    + "powered on"
+            )
             return false
         }
         return true
@@ -84,7 +89,8 @@ package final class SimulatedCentral: BleBackend {
     package func connect(_ id: UUID) {
         guard poweredOn("connect") else { return }
         guard let peripheral = environment.peripheral(id: id) else {
-            post(.failedToConnect(peripheral: id, error: BleBackendError(.connectionFailed, "unknown peripheral \(id)")))
+            post(
+                .failedToConnect(peripheral: id, error: BleBackendError(.connectionFailed, "unknown peripheral \(id)")))
             return
         }
         peripheral.beginConnecting()
@@ -109,15 +115,20 @@ package final class SimulatedCentral: BleBackend {
         guard let (peripheral, link) = connected(id, "discoverCharacteristics") else { return }
         link.after(link.procedureDelay) { [weak peripheral] in
             guard let peripheral else { return }
-            guard let entry = SimulatedGattDatabase(peripheral.device.gatt).services.first(where: { $0.uuid == service }) else {
-                peripheral.post(.characteristicsDiscovered(
-                    peripheral: id, service: service, characteristics: [],
-                    error: BleBackendError(.attribute(0x0A), "attribute not found: service \(service)")))
+            guard
+                let entry = SimulatedGattDatabase(peripheral.device.gatt).services.first(where: { $0.uuid == service })
+            else {
+                peripheral.post(
+                    .characteristicsDiscovered(
+                        peripheral: id, service: service, characteristics: [],
+                        error: BleBackendError(.attribute(0x0A), "attribute not found: service \(service)")))
                 return
             }
-            let found = characteristics.map { wanted in entry.characteristics.filter { wanted.contains($0.uuid) } }
+            let found =
+                characteristics.map { wanted in entry.characteristics.filter { wanted.contains($0.uuid) } }
                 ?? entry.characteristics
-            peripheral.post(.characteristicsDiscovered(peripheral: id, service: service, characteristics: found, error: nil))
+            peripheral.post(
+                .characteristicsDiscovered(peripheral: id, service: service, characteristics: found, error: nil))
         }
     }
 
@@ -127,20 +138,25 @@ package final class SimulatedCentral: BleBackend {
             guard let peripheral, let link else { return }
             let database = SimulatedGattDatabase(peripheral.device.gatt)
             guard let info = database.characteristic(characteristic), info.properties.contains(.notify) else {
-                peripheral.post(.notificationStateUpdated(
-                    peripheral: id, characteristic: characteristic, isNotifying: false,
-                    error: BleBackendError(.operationNotSupported, "\(characteristic) does not notify")))
+                peripheral.post(
+                    .notificationStateUpdated(
+                        peripheral: id, characteristic: characteristic, isNotifying: false,
+                        error: BleBackendError(.operationNotSupported, "\(characteristic) does not notify")))
                 return
             }
-            if let refusal = peripheral.device.gatt.subscriptionRefusal, characteristic.characteristic == SimulatedGatt.passthroughRX {
-                peripheral.post(.notificationStateUpdated(
-                    peripheral: id, characteristic: characteristic, isNotifying: false,
-                    error: BleBackendError(.insufficientAuthentication, refusal)))
+            if let refusal = peripheral.device.gatt.subscriptionRefusal,
+                characteristic.characteristic == SimulatedGatt.passthroughRX
+            {
+                peripheral.post(
+                    .notificationStateUpdated(
+                        peripheral: id, characteristic: characteristic, isNotifying: false,
+                        error: BleBackendError(.insufficientAuthentication, refusal)))
                 return
             }
             if characteristic.characteristic == SimulatedGatt.passthroughRX { link.setSubscribed(enabled) }
-            peripheral.post(.notificationStateUpdated(
-                peripheral: id, characteristic: characteristic, isNotifying: enabled, error: nil))
+            peripheral.post(
+                .notificationStateUpdated(
+                    peripheral: id, characteristic: characteristic, isNotifying: enabled, error: nil))
         }
     }
 
@@ -153,11 +169,12 @@ package final class SimulatedCentral: BleBackend {
             let gatt = peripheral.device.gatt
             let database = SimulatedGattDatabase(gatt)
             guard let info = database.characteristic(characteristic), info.properties.contains(.read),
-                  !gatt.failingReads.contains(key), let value = database.value(of: characteristic)
+                !gatt.failingReads.contains(key), let value = database.value(of: characteristic)
             else {
-                peripheral.post(.valueUpdated(
-                    peripheral: id, characteristic: characteristic, value: nil,
-                    error: BleBackendError(.readNotPermitted, "reading \(characteristic) is not permitted")))
+                peripheral.post(
+                    .valueUpdated(
+                        peripheral: id, characteristic: characteristic, value: nil,
+                        error: BleBackendError(.readNotPermitted, "reading \(characteristic) is not permitted")))
                 return
             }
             peripheral.post(.valueUpdated(peripheral: id, characteristic: characteristic, value: value, error: nil))
@@ -173,8 +190,10 @@ package final class SimulatedCentral: BleBackend {
             peripheral.droppedWrites += 1
             guard type == .withResponse else { return }
             link.after(link.procedureDelay) { [weak peripheral] in
-                peripheral?.post(.writeCompleted(
-                    peripheral: id, characteristic: characteristic, error: BleBackendError(.writeNotPermitted, refusal)))
+                peripheral?.post(
+                    .writeCompleted(
+                        peripheral: id, characteristic: characteristic,
+                        error: BleBackendError(.writeNotPermitted, refusal)))
             }
             return
         }
@@ -189,17 +208,19 @@ package final class SimulatedCentral: BleBackend {
         case .withResponse:
             guard isTX, info?.properties.contains(.write) == true else {
                 link.after(link.procedureDelay) { [weak peripheral] in
-                    peripheral?.post(.writeCompleted(
-                        peripheral: id, characteristic: characteristic,
-                        error: BleBackendError(.writeNotPermitted, "writing \(characteristic) is not permitted")))
+                    peripheral?.post(
+                        .writeCompleted(
+                            peripheral: id, characteristic: characteristic,
+                            error: BleBackendError(.writeNotPermitted, "writing \(characteristic) is not permitted")))
                 }
                 return
             }
             guard data.count <= 512 else {
                 link.after(link.procedureDelay) { [weak peripheral] in
-                    peripheral?.post(.writeCompleted(
-                        peripheral: id, characteristic: characteristic,
-                        error: BleBackendError(.attribute(0x0D), "invalid attribute value length \(data.count)")))
+                    peripheral?.post(
+                        .writeCompleted(
+                            peripheral: id, characteristic: characteristic,
+                            error: BleBackendError(.attribute(0x0D), "invalid attribute value length \(data.count)")))
                 }
                 return
             }
@@ -245,15 +266,21 @@ struct SimulatedGattDatabase {
             services.append(Service(uuid: SimulatedGatt.passthroughService, characteristics: characteristics))
         }
         if gatt.hasBatteryService {
-            services.append(Service(uuid: SimulatedGatt.batteryService, characteristics: [
-                BleCharacteristicInfo(uuid: SimulatedGatt.batteryLevel, properties: [.read, .notify]),
-            ]))
+            services.append(
+                Service(
+                    uuid: SimulatedGatt.batteryService,
+                    characteristics: [
+                        BleCharacteristicInfo(uuid: SimulatedGatt.batteryLevel, properties: [.read, .notify])
+                    ]))
         }
         if gatt.hasDeviceInformationService {
-            services.append(Service(uuid: SimulatedGatt.deviceInformationService, characteristics: [
-                BleCharacteristicInfo(uuid: SimulatedGatt.firmwareRevision, properties: [.read]),
-                BleCharacteristicInfo(uuid: SimulatedGatt.hardwareRevision, properties: [.read]),
-            ]))
+            services.append(
+                Service(
+                    uuid: SimulatedGatt.deviceInformationService,
+                    characteristics: [
+                        BleCharacteristicInfo(uuid: SimulatedGatt.firmwareRevision, properties: [.read]),
+                        BleCharacteristicInfo(uuid: SimulatedGatt.hardwareRevision, properties: [.read]),
+                    ]))
         }
         self.services = services
     }

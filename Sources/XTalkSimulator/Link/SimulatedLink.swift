@@ -119,8 +119,10 @@ final class SimulatedLink {
         repeat {
             let end = min(bytes.count, offset + size)
             let last = end == bytes.count
-            uplink.append(UplinkPacket(bytes: Array(bytes[offset..<end]), withoutResponse: false,
-                                       acknowledges: last ? characteristic : nil))
+            uplink.append(
+                UplinkPacket(
+                    bytes: Array(bytes[offset..<end]), withoutResponse: false,
+                    acknowledges: last ? characteristic : nil))
             offset = end
         } while offset < bytes.count
         scheduleEvent()
@@ -214,10 +216,13 @@ final class SimulatedLink {
             deviceBytesDelivered += count
             peripheral.notified(upTo: deviceBytesDelivered)
             if !chunk.isEmpty {
-                peripheral.post(.valueUpdated(peripheral: peripheral.id,
-                                              characteristic: BleCharacteristicRef(service: SimulatedGatt.passthroughService,
-                                                                                   characteristic: SimulatedGatt.passthroughRX),
-                                              value: chunk, error: nil))
+                peripheral.post(
+                    .valueUpdated(
+                        peripheral: peripheral.id,
+                        characteristic: BleCharacteristicRef(
+                            service: SimulatedGatt.passthroughService,
+                            characteristic: SimulatedGatt.passthroughRX),
+                        value: chunk, error: nil))
             }
             if lose {
                 peripheral.loseLink()
