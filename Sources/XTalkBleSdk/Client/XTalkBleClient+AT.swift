@@ -132,55 +132,7 @@ extension XTalkBleClient {
         commit()
     }
 
-    // MARK: Passthrough lifecycle
-
-    func openPassthrough(peripheral: UUID, writeType: BleWriteType) {
-        passthroughGeneration += 1
-        let link = PassthroughDriver(
-            client: self, peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
-            writeType: writeType, tx: machine.profile.passthrough.writeRef, faults: injectedFaults)
-        passthrough = link
-        if injectedFaults.replaysLineAfterReconnect, let line = replayedLine {
-            enqueue(.event(.atLine(line)), generation: link.generation)
-        }
-        replayedLine = nil
-        log(
-            .info,
-            "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
-        // What the previous connection to this device left behind: answers the
-        // device may still owe until their deadline, a line the lost link cut.
-        // The channel ends the cut line and quarantines itself (its own actions).
-        if let left = leftBehind, left.peripheral == peripheral {
-            let handover = ReconnectHandover(
-                owedFor: max(.zero, (left.owedUntil ?? .zero) - scheduler.elapsed),
-                cutLineEncoding: left.cutLineEncoding)
-            if handover.owedFor > .zero {
-                log(.info, "quarantine for \(handover.owedFor): the device may still answer the previous connection")
-            }
-            if handover.cutLineEncoding != nil { log(.info, "ending the half line the previous connection cut off") }
-            if !handover.isEmpty { link.resume(after: handover) }
-        }
-        leftBehind = nil
-        link.pumpWrites()
-    }
-
-    /// The connection ended: every waiter fails with `error` exactly once,
-    /// timers stop, buffered bytes and queued writes are discarded.
-    func closePassthrough(error: XTalkBleError) {
-        deviceQueries.cancelAll(client: self)
-        guard let link = passthrough else { return }
-        passthrough = nil
-        replayedLine = link.lastLine
-        if injectedFaults.deliversOldEventAfterDisconnect, let frame = link.lastFrame {
-            eventAfterDisconnect = .diPayload(frame.payload, frame.meta)
-        }
-        let left = link.close(error: error)
-        leftBehind = left.map {
-            (peripheral: link.peripheral, owedUntil: $0.owedUntil, cutLineEncoding: $0.cutLineEncoding)
-        }
-        // Nothing of this connection is delivered after it ended, even what is already queued.
-        discardDeliveries(of: link.generation)
-    }
+    // MARK: The passthrough of the connection
 
     /// The ready passthrough, or why there is none.
     func readyPassthrough() throws(XTalkBleError) -> PassthroughDriver {

@@ -58,20 +58,20 @@ public final class XTalkBleClient: NSObject {
 
     let backend: any BleBackend
     let options: XTalkBleClientOptions
-    var machine: ConnectionStateMachine
+    private(set) var machine: ConnectionStateMachine
     /// The AT channel of the current connection, once `atReady`.
-    var passthrough: PassthroughDriver?
+    private(set) var passthrough: PassthroughDriver?
     /// Counts connections, so that work of an older one is recognised.
-    var passthroughGeneration: UInt64 = 0
+    private var passthroughGeneration: UInt64 = 0
     private var connectionTimers: [ChannelTimerID: TimerToken] = [:]
     /// Bugs switched on for a checker's self-test (package API); none by default.
     package var injectedFaults = XTalkInjectedFaults() {
         didSet { passthrough?.setFaults(injectedFaults) }
     }
     /// What the injected faults replay (nil without them).
-    var replayedLine: String?
-    var eventAfterDisconnect: XTalkBleEvent?
-    let eventContinuation: AsyncStream<XTalkBleEvent>.Continuation
+    private var replayedLine: String?
+    private var eventAfterDisconnect: XTalkBleEvent?
+    private let eventContinuation: AsyncStream<XTalkBleEvent>.Continuation
     /// Events waiting for delivery, with the connection they belong to (nil: the lifecycle).
     private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
     private var deliveryHead = 0
@@ -79,7 +79,7 @@ public final class XTalkBleClient: NSObject {
     /// What the last connection left behind for a reconnect to the same
     /// device: until when the device may still answer its commands, and the
     /// encoding of a line of ours the lost link cut (the channel's handover).
-    var leftBehind: (peripheral: UUID, owedUntil: Duration?, cutLineEncoding: XTalkAtEncoding?)?
+    private var leftBehind: (peripheral: UUID, owedUntil: Duration?, cutLineEncoding: XTalkAtEncoding?)?
     /// Observers in registration order, each kind apart (a token fits only its own kind).
     var atLineObservers = ObserverList<String>()
     var sendFinishObservers = ObserverList<String>()
@@ -286,6 +286,56 @@ public final class XTalkBleClient: NSObject {
     /// Sets the published encoding (and nothing else).
     func publishEncoding(_ encoding: XTalkAtEncoding) {
         if atEncoding != encoding { atEncoding = encoding }
+    }
+
+    // MARK: Passthrough lifecycle
+
+    private func openPassthrough(peripheral: UUID, writeType: BleWriteType) {
+        passthroughGeneration += 1
+        let link = PassthroughDriver(
+            client: self, peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
+            writeType: writeType, tx: machine.profile.passthrough.writeRef, faults: injectedFaults)
+        passthrough = link
+        if injectedFaults.replaysLineAfterReconnect, let line = replayedLine {
+            enqueue(.event(.atLine(line)), generation: link.generation)
+        }
+        replayedLine = nil
+        log(
+            .info,
+            "passthrough ready (\(writeType == .withoutResponse ? "write without response" : "write with response"))")
+        // What the previous connection to this device left behind: answers the
+        // device may still owe until their deadline, a line the lost link cut.
+        // The channel ends the cut line and quarantines itself (its own actions).
+        if let left = leftBehind, left.peripheral == peripheral {
+            let handover = ReconnectHandover(
+                owedFor: max(.zero, (left.owedUntil ?? .zero) - scheduler.elapsed),
+                cutLineEncoding: left.cutLineEncoding)
+            if handover.owedFor > .zero {
+                log(.info, "quarantine for \(handover.owedFor): the device may still answer the previous connection")
+            }
+            if handover.cutLineEncoding != nil { log(.info, "ending the half line the previous connection cut off") }
+            if !handover.isEmpty { link.resume(after: handover) }
+        }
+        leftBehind = nil
+        link.pumpWrites()
+    }
+
+    /// The connection ended: every waiter fails with `error` exactly once,
+    /// timers stop, buffered bytes and queued writes are discarded.
+    private func closePassthrough(error: XTalkBleError) {
+        deviceQueries.cancelAll(client: self)
+        guard let link = passthrough else { return }
+        passthrough = nil
+        replayedLine = link.lastLine
+        if injectedFaults.deliversOldEventAfterDisconnect, let frame = link.lastFrame {
+            eventAfterDisconnect = .diPayload(frame.payload, frame.meta)
+        }
+        let left = link.close(error: error)
+        leftBehind = left.map {
+            (peripheral: link.peripheral, owedUntil: $0.owedUntil, cutLineEncoding: $0.cutLineEncoding)
+        }
+        // Nothing of this connection is delivered after it ended, even what is already queued.
+        discardDeliveries(of: link.generation)
     }
 
     // MARK: Delivery
