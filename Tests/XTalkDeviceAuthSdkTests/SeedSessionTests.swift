@@ -154,4 +154,46 @@ struct SeedSessionTests {
         await clock.settle()
         #expect(clock.pendingTimerCount == 0)
     }
+
+    @Test("Bluetooth off: Scan tapped twice sets lastError both times (issue 14)")
+    func scanRetryWhileOff() async {
+        let clock = XTalkVirtualClock()
+        let environment = XTalkSimulatedEnvironment(
+            devices: [XTalkSimulatedDevice()], clock: clock,
+            bluetoothState: .poweredOff)
+        let session = await environment.runAsPlatformBluetooth { XTalkSdkSession() }
+        await clock.advance(by: .milliseconds(10))
+        session.startScan()
+        await clock.advance(by: .milliseconds(10))
+        #expect(session.lastError as? XTalkBleError == .bluetoothUnavailable)
+        session.startScan()
+        #expect(session.lastError == nil, "the session clears it on Scan")
+        await clock.advance(by: .milliseconds(10))
+        #expect(session.lastError as? XTalkBleError == .bluetoothUnavailable, "the retry failed again and says so")
+        session.close()
+    }
+
+    @Test("authenticated, then Scan: the link ends, the identity is cleared (issue 14)")
+    func scanWhileAuthenticated() async throws {
+        let clock = XTalkVirtualClock()
+        var device = XTalkSimulatedDevice()
+        device.link.connectionInterval = .milliseconds(7.5)
+        let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
+        let session = await environment.runAsPlatformBluetooth { XTalkSdkSession() }
+        func advance(until condition: () -> Bool) async {
+            for _ in 0..<2_000 where !condition() { await clock.advance(by: .milliseconds(5)) }
+        }
+        session.startScan()
+        await advance(until: { !session.ble.scanResults.isEmpty })
+        session.connect(try #require(session.ble.scanResults.first))
+        await advance(until: { session.ble.atReady })
+        session.authenticateConnectedDevice()
+        await advance(until: { session.authenticatedIdentity != nil })
+        #expect(session.authenticatedIdentity?.did == "did:xtalk:B5803039")
+        session.startScan()
+        await clock.advance(by: .milliseconds(20))
+        #expect(!session.ble.atReady && session.ble.connectionState == .scanning)
+        #expect(session.authenticatedIdentity == nil, "no identity shown for a link that is gone")
+        session.close()
+    }
 }

@@ -118,8 +118,12 @@ public final class XTalkBleClient: NSObject {
 
     /// Starts a new scan session: clears the results and reports devices that
     /// advertise the xTalk passthrough service. An active connection is ended
-    /// first. Failures (Bluetooth off, unauthorized, unsupported) are published
-    /// as `.failed(error)`, not thrown. Does nothing after `teardown()`.
+    /// first, and says so: `.disconnected` is published before `.scanning`, and
+    /// its pending work fails with `.cancelled`. Failures (Bluetooth off,
+    /// unauthorized, unsupported) are published as `.failed(error)`, not thrown,
+    /// on every call: a retry that fails again publishes `.failed` again (an
+    /// event, and a new value for observers of `connectionState`), even though
+    /// the state already says so. Does nothing after `teardown()`.
     public func startScan() {
         log(.info, "start scan")
         apply(machine.startScan())
@@ -135,6 +139,15 @@ public final class XTalkBleClient: NSObject {
     /// or `.failed(.deviceNotFound(id))`, `.failed(.timeout)` (no `atReady`
     /// within `connectTimeout`, the link is cancelled), `.failed(.serviceMissing)`,
     /// `.failed(.characteristicMissing)`, `.failed(.connectionFailed(reason))`.
+    ///
+    /// The id is checked before the current link is touched. The device
+    /// already connecting or connected: nothing happens (a double tap keeps
+    /// the link). An id not in `scanResults` while a link exists:
+    /// `.failed(.deviceNotFound(id))` is published and the state returns at
+    /// once to the link's own (`.connecting` or `.connected`); the link and its
+    /// work are left as they were. Another device: the current link ends first
+    /// (`.disconnected` is published before `.connecting`; its pending work
+    /// fails with `.cancelled`).
     public func connect(id: UUID) {
         log(.info, "connect to \(id)")
         apply(machine.connect(id))
@@ -263,16 +276,18 @@ public final class XTalkBleClient: NSObject {
     /// Copies the lifecycle machine's state to the published properties (the
     /// one place they change, besides `atEncoding`), then delivers events.
     func commit() {
-        let state = machine.published
-        if connectionState != state.connectionState {
-            connectionState = state.connectionState
-            log(.info, "connection state: \(state.connectionState)")
-            enqueue(.event(.connectionStateChanged(state.connectionState)), generation: nil)
+        // Every state the lifecycle passed through, in order: a link that ended
+        // says so before the next state, and a failure that repeats is published again.
+        for change in machine.takeStateChanges() {
+            connectionState = change
+            log(.info, "connection state: \(change)")
+            enqueue(.event(.connectionStateChanged(change)), generation: nil)
             if let event = eventAfterDisconnect {
                 eventAfterDisconnect = nil
                 enqueue(.event(event), generation: nil)
             }
         }
+        let state = machine.published
         if scanResults != state.scanResults { scanResults = state.scanResults }
         if connectedName != state.connectedName { connectedName = state.connectedName }
         if connectedAddress != state.connectedAddress { connectedAddress = state.connectedAddress }

@@ -83,6 +83,9 @@ struct ConnectionStateMachine {
 
     private var state: State = .idle
     private(set) var published = Published()
+    /// Every connection state the lifecycle passed through since the driver
+    /// last took them, in order (see `takeStateChanges()`).
+    private var stateChanges: [XTalkConnectionState] = []
     private(set) var radio: BleManagerState = .unknown
     private let connectTimeout: Duration
     /// The device's GATT layout: everything the machine asks of the stack comes from it.
@@ -117,62 +120,98 @@ struct ConnectionStateMachine {
         return false
     }
 
+    /// The connection states to publish since the last call, in order: every
+    /// change, and every failure even when it repeats the current state (a
+    /// retried scan that fails again is published again).
+    mutating func takeStateChanges() -> [XTalkConnectionState] {
+        defer { stateChanges.removeAll(keepingCapacity: true) }
+        return stateChanges
+    }
+
+    private mutating func publish(_ newState: XTalkConnectionState) {
+        let isFailure = if case .failed = newState { true } else { false }
+        guard isFailure || newState != published.connectionState else { return }
+        published.connectionState = newState
+        stateChanges.append(newState)
+    }
+
     // MARK: User intents
 
     mutating func startScan() -> [Action] {
         var actions: [Action] = []
         switch state {
         case .tornDown: return []
-        case .link: endLink(error: .cancelled, into: &actions)
+        case .link:
+            // Ending a link always says so, before the next state.
+            endLink(error: .cancelled, into: &actions)
+            publish(.disconnected)
         case .scanning(started: true): actions.append(.backend(.stopScan))
         case .idle, .scanning(started: false): break
         }
         published.scanResults = []
         if let error = Self.unavailability(radio) {
             state = .idle
-            published.connectionState = .failed(error)
+            publish(.failed(error))
             return actions
         }
         let start = radio == .poweredOn
         if start { actions.append(.backend(.scan(services: profile.scanServices))) }
         state = .scanning(started: start)
-        published.connectionState = .scanning
+        publish(.scanning)
         return actions
     }
 
     mutating func stopScan() -> [Action] {
         guard case .scanning(let started) = state else { return [] }
         state = .idle
-        published.connectionState = .idle
+        publish(.idle)
         return started ? [.backend(.stopScan)] : []
     }
 
+    /// Connects to a device of the current scan results. The id is checked
+    /// before anything else: the device already connecting or connected makes
+    /// it a no-op (a double tap keeps the link), and an unknown id publishes
+    /// `.failed(.deviceNotFound(id))` and leaves a current link as it was (the
+    /// state returns to the link's own at once). Otherwise a scan stops, a
+    /// current link ends (`.disconnected` first) and the new attempt starts.
     mutating func connect(_ id: UUID) -> [Action] {
         var actions: [Action] = []
         switch state {
-        case .tornDown: return []
-        case .scanning(started: true): actions.append(.backend(.stopScan))
-        case .link: endLink(error: .cancelled, into: &actions)
-        case .idle, .scanning(started: false): break
+        case .tornDown:
+            return []
+        case .link(let link) where link.peripheral == id:
+            return []
+        case .link(let link) where !published.scanResults.contains(where: { $0.id == id }):
+            publish(.failed(.deviceNotFound(id)))
+            publish(link.phase == .connecting ? .connecting : .connected)
+            return []
+        case .scanning(started: true):
+            actions.append(.backend(.stopScan))
+        case .link:
+            endLink(error: .cancelled, into: &actions)
+            publish(.disconnected)
+        case .idle, .scanning(started: false):
+            break
         }
         state = .idle
         guard connectTimeout > .zero else {
-            published.connectionState = .failed(
-                .connectionFailed(
-                    "invalid configuration: connectTimeout is \(connectTimeout) (it must be greater than zero)"))
+            publish(
+                .failed(
+                    .connectionFailed(
+                        "invalid configuration: connectTimeout is \(connectTimeout) (it must be greater than zero)")))
             return actions
         }
         guard let result = published.scanResults.first(where: { $0.id == id }) else {
-            published.connectionState = .failed(.deviceNotFound(id))
+            publish(.failed(.deviceNotFound(id)))
             return actions
         }
         if let error = Self.unavailability(radio) ?? (radio == .poweredOn ? nil : .bluetoothUnavailable) {
-            published.connectionState = .failed(error)
+            publish(.failed(error))
             return actions
         }
         let timer = makeTimer()
         state = .link(Link(peripheral: id, timer: timer))
-        published.connectionState = .connecting
+        publish(.connecting)
         published.connectedName = result.name
         published.connectedAddress = result.address
         published.connectedPeripheralId = id
@@ -187,14 +226,14 @@ struct ConnectionStateMachine {
         switch state {
         case .link:
             endLink(error: .cancelled, into: &actions)
-            published.connectionState = .disconnected
+            publish(.disconnected)
         case .scanning(started: true):
             actions.append(.backend(.stopScan))
             state = .idle
-            published.connectionState = .idle
+            publish(.idle)
         case .scanning(started: false):
             state = .idle
-            published.connectionState = .idle
+            publish(.idle)
         case .idle, .tornDown:
             break
         }
@@ -212,7 +251,7 @@ struct ConnectionStateMachine {
         if case .tornDown = state { return actions }
         state = .tornDown
         published.scanResults = []
-        published.connectionState = .idle
+        publish(.idle)
         return actions
     }
 
@@ -221,7 +260,7 @@ struct ConnectionStateMachine {
         guard case .link(let link) = state, link.timer == id else { return [] }
         var actions: [Action] = []
         endLink(error: .timeout, into: &actions, timerFired: true)
-        published.connectionState = .failed(.timeout)
+        publish(.failed(.timeout))
         return actions
     }
 
@@ -247,7 +286,7 @@ struct ConnectionStateMachine {
     mutating func scanFailed(_ reason: String) -> [Action] {
         guard case .scanning = state else { return [] }
         state = .idle
-        published.connectionState = .failed(.scanFailed(reason))
+        publish(.failed(.scanFailed(reason)))
         return []
     }
 
@@ -255,7 +294,7 @@ struct ConnectionStateMachine {
         guard var link = currentLink(id), link.phase == .connecting else { return [] }
         link.phase = .discovering
         state = .link(link)
-        published.connectionState = .connected
+        publish(.connected)
         return [.backend(.discoverServices(id, profile.services))]
     }
 
@@ -264,7 +303,7 @@ struct ConnectionStateMachine {
         var actions: [Action] = []
         let failure = XTalkBleError.connectionFailed(reason ?? "the connection attempt failed")
         endLink(error: .notConnected, into: &actions, linkGone: true)
-        published.connectionState = .failed(failure)
+        publish(.failed(failure))
         return actions
     }
 
@@ -273,9 +312,9 @@ struct ConnectionStateMachine {
         var actions: [Action] = []
         endLink(error: .notConnected, into: &actions, linkGone: true)
         // A link lost before it was ready is a failed connection; a ready one simply ended.
-        published.connectionState =
+        publish(
             link.phase == .ready
-            ? .disconnected : .failed(.connectionFailed("the link was lost while connecting"))
+                ? .disconnected : .failed(.connectionFailed("the link was lost while connecting")))
         return actions
     }
 
@@ -374,19 +413,19 @@ struct ConnectionStateMachine {
                 state = .scanning(started: true)
             } else if let error = Self.unavailability(newState) {
                 state = .idle
-                published.connectionState = .failed(error)
+                publish(.failed(error))
             }
         case .scanning(started: true):
             if let error = Self.unavailability(newState) {
                 // The platform stopped the scan itself.
                 state = .idle
-                published.connectionState = .failed(error)
+                publish(.failed(error))
             }
         case .link:
             if let error = Self.unavailability(newState) {
                 // Every connection is gone with the radio, without a disconnect callback.
                 endLink(error: .notConnected, into: &actions, linkGone: true)
-                published.connectionState = .failed(error)
+                publish(.failed(error))
             }
         case .idle, .tornDown:
             break
@@ -418,7 +457,7 @@ struct ConnectionStateMachine {
     private mutating func fail(_ error: XTalkBleError) -> [Action] {
         var actions: [Action] = []
         endLink(error: .notConnected, into: &actions)
-        published.connectionState = .failed(error)
+        publish(.failed(error))
         return actions
     }
 
