@@ -153,13 +153,25 @@ struct BadInputTableTests {
             #expect(harness.environment.peripherals[0].connections == 0, "no link was touched")
             await harness.finish()
         }
-        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: -5))
-        await harness.connect()
-        for index in 0..<3 { harness.peripheral.emitLine("+N:\(index)") }
-        await harness.advance(.milliseconds(100))
+        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: -5), readsEventsAtStart: true)
+        harness.client.startScan()
+        await harness.advance(.milliseconds(50))
+        for index in 0..<3 { harness.peripheral.emitLine("+N:\(index)") }  // (not connected: nothing arrives)
+        harness.client.stopScan()
+        #expect(harness.stateEvents == [.scanning, .idle])
         harness.client.teardown()
-        #expect(await harness.remainingEvents() == [.atLine("+N:2")], "the newest event only")
-        #expect(harness.client.droppedEventCount == harness.events.count - 1)
+        // A limit of 1: the state changes are kept (never dropped), so nothing else fits.
+        #expect(
+            await harness.remainingEvents() == [.connectionStateChanged(.scanning), .connectionStateChanged(.idle)])
+        let other = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: -5), readsEventsAtStart: true)
+        await other.connect()
+        let stream = other.client.events  // read when connected: lines only from here
+        for index in 0..<3 { other.peripheral.emitLine("+N:\(index)") }
+        await other.advance(.milliseconds(100))
+        other.client.teardown()
+        #expect(await other.consumed(by: other.consumeEvents(stream)) == [.atLine("+N:2")], "the newest event only")
+        #expect(other.client.droppedEventCount == 2 + 3, "two lines here, three beside the state changes")
+        await other.finish()
         await harness.finish()
     }
 

@@ -9,6 +9,10 @@ final class ClientHarness {
     let clock: XTalkVirtualClock
     let environment: XTalkSimulatedEnvironment
     let client: XTalkBleClient
+    /// With `readsEventsAtStart`, a stream of `events` read at creation, before
+    /// anything happened, and left unread until a test asks for what it kept
+    /// (`remainingEvents()`); its drops count in `droppedEventCount`.
+    let initialStream: AsyncStream<XTalkBleEvent>?
     private(set) var events: [XTalkBleEvent] = []
     private(set) var logs: [(XTalkLogLevel, String)] = []
     private let logBox = LogBox()
@@ -16,7 +20,8 @@ final class ClientHarness {
     init(
         devices: [XTalkSimulatedDevice] = [ClientHarness.fastDevice()],
         bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
-        options: XTalkBleClientOptions = XTalkBleClientOptions(), seed: UInt64 = 11
+        options: XTalkBleClientOptions = XTalkBleClientOptions(), seed: UInt64 = 11,
+        readsEventsAtStart: Bool = false
     ) {
         clock = XTalkVirtualClock()
         environment = XTalkSimulatedEnvironment(
@@ -26,6 +31,7 @@ final class ClientHarness {
         options.logLevel = .debug
         options.logHandler = { level, message in box.append(level, message) }
         client = Self.makeClient(environment, options)
+        initialStream = readsEventsAtStart ? client.events : nil
         client.onEvent = { [weak self] event in self?.events.append(event) }
     }
 
@@ -115,8 +121,8 @@ final class ClientHarness {
 
     /// Starts a task that reads `events` until the stream ends; end it with
     /// `consumed(by:)`, which bounds the wait.
-    func consumeEvents() -> Task<[XTalkBleEvent], Never> {
-        let stream = client.events
+    func consumeEvents(_ stream: AsyncStream<XTalkBleEvent>? = nil) -> Task<[XTalkBleEvent], Never> {
+        let stream = stream ?? client.events
         return Task { @MainActor in
             var received: [XTalkBleEvent] = []
             for await event in stream { received.append(event) }
@@ -134,9 +140,15 @@ final class ClientHarness {
         await clock.awaitEnd(of: consumer, what, sourceLocation: sourceLocation) ?? []
     }
 
-    /// Everything `events` still holds, read after `teardown()` finished it.
+    /// Everything the stream read at creation still holds, read after `teardown()` finished it.
     func remainingEvents(sourceLocation: SourceLocation = #_sourceLocation) async -> [XTalkBleEvent] {
-        await consumed(by: consumeEvents(), "the events stream after teardown()", sourceLocation: sourceLocation)
+        guard let initialStream else {
+            Issue.record(
+                "remainingEvents() needs ClientHarness(readsEventsAtStart: true)", sourceLocation: sourceLocation)
+            return []
+        }
+        return await consumed(
+            by: consumeEvents(initialStream), "the events stream after teardown()", sourceLocation: sourceLocation)
     }
 
     /// Tears everything down and checks that no timer is left pending.

@@ -70,7 +70,7 @@ struct EventsAndQueriesTests {
 
     @Test("the event stream keeps the newest 1024 events and counts what it dropped")
     func boundedStream() async {
-        let harness = ClientHarness()
+        let harness = ClientHarness(readsEventsAtStart: true)
         await harness.connect()
         let before = harness.events.count
         for index in 0..<1_500 { harness.peripheral.emitLine("+N:\(index)") }
@@ -81,32 +81,43 @@ struct EventsAndQueriesTests {
         harness.client.teardown()
         let buffered = await harness.remainingEvents()
         #expect(buffered.count == 1_024)
+        #expect(
+            buffered.prefix(3)
+                == [
+                    .connectionStateChanged(.scanning), .connectionStateChanged(.connecting),
+                    .connectionStateChanged(.connected),
+                ], "state changes are never the ones dropped")
         #expect(buffered.last == .atLine("+N:1499"), "the newest are kept")
         await harness.finish()
     }
 
     @Test("a full buffer drops its oldest events: a late reader gets the newest, in order, then live ones")
     func fullBufferDropsOldest() async {
-        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: 3))
+        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: 5), readsEventsAtStart: true)
         await harness.connect()
         for index in 0..<10 { harness.peripheral.emitLine("+N:\(index)") }
         await harness.advance(.milliseconds(100))
         #expect(harness.events.count > 10, "the lifecycle's events and the ten lines")
-        #expect(harness.client.droppedEventCount == harness.events.count - 3)
-        // Nobody read the stream so far; a reader now gets what the buffer kept. No
-        // teardown here: the stream is live, and the next event follows the kept ones.
-        let stream = harness.client.events
+        #expect(harness.client.droppedEventCount == harness.events.count - 5)
+        // Nobody read the harness's stream so far; a reader now gets what its buffer
+        // kept. No teardown here: the stream is live, and the next event follows the kept ones.
+        // The state changes are never dropped: the buffer keeps them and the newest lines.
+        let stream = harness.initialStream
         let reader = Task { @MainActor in
-            var iterator = stream.makeAsyncIterator()
+            var iterator = stream?.makeAsyncIterator()
             var received: [XTalkBleEvent] = []
-            while received.count < 4, let event = await iterator.next() {
+            while received.count < 6, let event = await iterator?.next() {
                 received.append(event)
-                if received.count == 3 { harness.peripheral.emitLine("+N:live") }
+                if received.count == 5 { harness.peripheral.emitLine("+N:live") }
             }
             return received
         }
         let received = await harness.clock.awaitEnd(of: reader, "reading the kept events and a live one")
-        #expect(received == [.atLine("+N:7"), .atLine("+N:8"), .atLine("+N:9"), .atLine("+N:live")])
+        #expect(
+            received == [
+                .connectionStateChanged(.scanning), .connectionStateChanged(.connecting),
+                .connectionStateChanged(.connected), .atLine("+N:8"), .atLine("+N:9"), .atLine("+N:live"),
+            ])
         await harness.finish()
     }
 

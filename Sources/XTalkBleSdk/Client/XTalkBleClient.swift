@@ -46,12 +46,23 @@ public final class XTalkBleClient: NSObject {
 
     // MARK: Events
 
-    /// Every event, bounded (the newest `eventBufferLimit` are kept while
-    /// nobody reads); finished by `teardown()`. Iterate it from one task only.
-    public let events: AsyncStream<XTalkBleEvent>
+    /// A new stream of every event from this moment on, in order. Every read
+    /// of `events` returns its own stream: any number may be live at once
+    /// (each gets every event), and cancelling the task that iterates one
+    /// (e.g. SwiftUI's `.task` when a view disappears) ends that stream only;
+    /// read `events` again to start a new one. Each stream keeps at most
+    /// `eventBufferLimit` events its reader has not taken yet: when it is full,
+    /// the oldest radio frames and lines go first, and `.connectionStateChanged`
+    /// is never dropped. `teardown()` finishes every stream (buffered events are
+    /// still delivered); read after `teardown()`, the stream is already finished.
+    public var events: AsyncStream<XTalkBleEvent> {
+        makeEventStream { subscribers.append(WeakSubscriber(value: $0)) }
+    }
     /// Called with every event, in order, on the main actor.
     public var onEvent: (@MainActor (XTalkBleEvent) -> Void)?
-    /// Events the `events` stream dropped because its buffer was full.
+    /// Events dropped by `events` streams whose readers fell behind, summed
+    /// over every stream (a stream that drops logs its own figure when it
+    /// ends). `onEvent` and the observers never drop.
     public private(set) var droppedEventCount = 0
 
     // MARK: Internals
@@ -71,7 +82,8 @@ public final class XTalkBleClient: NSObject {
     /// What the injected faults replay (nil without them).
     private var replayedLine: String?
     private var eventAfterDisconnect: XTalkBleEvent?
-    private let eventContinuation: AsyncStream<XTalkBleEvent>.Continuation
+    /// The readers of `events`, weakly: a stream nobody holds any more is gone.
+    private var subscribers: [WeakSubscriber] = []
     /// Events waiting for delivery, with the connection they belong to (nil: the lifecycle).
     private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
     private var deliveryHead = 0
@@ -105,8 +117,6 @@ public final class XTalkBleClient: NSObject {
         self.backend = backend
         self.options = options
         machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state, profile: profile)
-        (events, eventContinuation) = AsyncStream<XTalkBleEvent>.makeStream(
-            bufferingPolicy: .bufferingNewest(max(1, options.eventBufferLimit)))
         super.init()
         backend.eventHandler = { [weak self] event in self?.handleBackendEvent(event) }
     }
@@ -177,7 +187,8 @@ public final class XTalkBleClient: NSObject {
         rawObservers.removeAll()
         onEvent = nil
         backend.eventHandler = nil
-        eventContinuation.finish()
+        for subscriber in subscribers { subscriber.value?.finish() }
+        subscribers.removeAll()
     }
 
     // MARK: Driving the machines
@@ -375,6 +386,23 @@ public final class XTalkBleClient: NSObject {
 
     /// Delivers queued events in order. Re-entrant calls (a callback that
     /// calls into the client) only queue; the outer loop delivers them next.
+    /// Hands `event` to every live `events` stream; forgets the ones that are gone.
+    private func publish(_ event: XTalkBleEvent) {
+        var pruned = false
+        for entry in subscribers {
+            guard let subscriber = entry.value, !subscriber.isFinished else {
+                pruned = true
+                continue
+            }
+            let dropped = subscriber.push(event)
+            if dropped > 0 {
+                droppedEventCount += dropped
+                if subscriber.dropped == 1 { log(.warning, "an events stream fell behind: dropping its oldest events") }
+            }
+        }
+        if pruned { subscribers.removeAll { $0.value.map(\.isFinished) ?? true } }
+    }
+
     private func deliver() {
         guard !isDelivering else { return }
         isDelivering = true
@@ -391,7 +419,7 @@ public final class XTalkBleClient: NSObject {
             case .event(let value): event = value
             case .sendFinished: event = .sendFinished
             }
-            if case .dropped = eventContinuation.yield(event) { droppedEventCount += 1 }
+            publish(event)
             onEvent?(event)
             switch delivery {
             case .event(.atLine(let line)):
@@ -422,3 +450,8 @@ public final class XTalkBleClient: NSObject {
 #if !canImport(Combine)
     extension XTalkBleClient: XTalkObservationHost {}
 #endif
+
+/// A reader of `events`, held weakly.
+struct WeakSubscriber {
+    weak var value: EventSubscriber?
+}

@@ -23,8 +23,9 @@ public struct XTalkBleClientOptions: Sendable {
     /// otherwise `connect(id:)` publishes `.failed(.connectionFailed(reason))`
     /// naming it, and touches no link.
     public var connectTimeout: Duration
-    /// The `events` stream keeps at most this many undelivered events (the
-    /// newest); `droppedEventCount` counts the rest. Values below 1 mean 1.
+    /// Each `events` stream keeps at most this many events its reader has not
+    /// taken (the newest; `.connectionStateChanged` is never dropped);
+    /// `droppedEventCount` counts the rest over all streams. Values below 1 mean 1.
     public var eventBufferLimit: Int
     /// Records below this level are not produced.
     public var logLevel: XTalkLogLevel

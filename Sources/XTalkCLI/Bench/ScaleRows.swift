@@ -7,10 +7,12 @@ import XTalkSimulator
 enum MemoryRow {
     static func rows(quick: Bool) async throws(CLIError) -> [BenchRow] {
         var rows: [BenchRow] = []
-        // 5a. Radio frames nobody reads from `events`.
+        // 5a. Radio frames nobody reads from an `events` stream the app holds.
         var device = XTalkSimulatedDevice(link: .ideal)
         device.firmware.processingDelay = .zero
         let setup = try await BenchSetup.connect(device, settleYields: 1, together: true)
+        let unread = setup.client.events
+        let base = setup.events.count
         let frames = quick ? 20_000 : 1_000_000
         let payload = Data(repeating: 0x42, count: 16)
         func burst(_ count: Int) async {
@@ -35,8 +37,9 @@ enum MemoryRow {
         let growth = Double(peak - before) / 1_048_576
         let dropped = setup.client.droppedEventCount
         let bufferLimit = XTalkBleClientOptions().eventBufferLimit
-        let yielded = setup.events.count
+        let yielded = setup.events.count - base
         let countsAgree = dropped == yielded - bufferLimit
+        withExtendedLifetime(unread) {}
         await setup.close()
         rows.append(
             BenchRow(

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+import XTalkBleSdk
+import XTalkSimulator
+
+/// Issue 14, item 1: every read of `events` is its own stream, as SwiftUI's
+/// `.task` re-subscription needs.
+@Suite("events: one stream per reader, cancellable, bounded, never losing a state change", .timeLimit(.minutes(1)))
+@MainActor
+struct EventStreamsTests {
+    /// Reads `stream` until `count` events arrived (or it ends).
+    static func read(_ stream: AsyncStream<XTalkBleEvent>, count: Int) -> Task<[XTalkBleEvent], Never> {
+        Task { @MainActor in
+            var received: [XTalkBleEvent] = []
+            for await event in stream {
+                received.append(event)
+                if received.count == count { break }
+            }
+            return received
+        }
+    }
+
+    static func lines(_ events: [XTalkBleEvent]) -> [String] {
+        events.compactMap { if case .atLine(let line) = $0 { line } else { nil } }
+    }
+
+    @Test("a consumer cancelled (a view disappeared) and a new one started receives the next command's lines")
+    func resubscribe() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let first = Task { @MainActor [client = harness.client] in
+            for await _ in client.events {}
+        }
+        await harness.advance(.milliseconds(10))
+        first.cancel()
+        await harness.clock.awaitEnd(of: first, "the cancelled consumer's loop")
+        let second = harness.consumeEvents()
+        await harness.advance(.milliseconds(10))
+        #expect(try await harness.run { try await harness.client.runAtCommand("AT+VER?") } == ["+VER:2.1.0", "OK"])
+        harness.client.teardown()
+        let received = await harness.consumed(by: second, "the new consumer")
+        #expect(Self.lines(received) == ["+VER:2.1.0", "OK"])
+    }
+
+    @Test("two consumers both receive every event, in order; cancelling one leaves the other")
+    func twoConsumers() async throws {
+        let harness = ClientHarness()
+        let a = harness.consumeEvents()
+        let bStream = harness.client.events
+        let b = Task { @MainActor in
+            var received: [XTalkBleEvent] = []
+            for await event in bStream {
+                received.append(event)
+                if case .atLine("OK") = event { break }  // leaves after the first answer
+            }
+            return received
+        }
+        await harness.connect()
+        _ = try await harness.run { try await harness.client.runAtCommand("AT+VER?") }
+        let bReceived = await harness.clock.awaitEnd(of: b, "the consumer that leaves") ?? []
+        _ = try await harness.run { try await harness.client.runAtCommand("AT+PING=x") }
+        harness.client.teardown()
+        let aReceived = await harness.consumed(by: a, "the consumer that stays")
+        #expect(aReceived == harness.events, "every event, in order")
+        #expect(bReceived == Array(harness.events.prefix(bReceived.count)), "the same events, in the same order")
+        #expect(Self.lines(bReceived) == ["+VER:2.1.0", "OK"])
+        #expect(Self.lines(aReceived) == ["+VER:2.1.0", "OK", "+PING:x", "OK"])
+        #expect(harness.client.droppedEventCount == 0)
+    }
+
+    @Test("a 5,000-frame flood with a stalled consumer, then link loss: the stream still yields the state change")
+    func floodThenLinkLoss() async {
+        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: 64))
+        await harness.connect()
+        let stream = harness.client.events  // read, then not consumed while the flood lasts
+        let start = harness.events.count
+        for batch in 0..<50 {
+            for index in 0..<100 { harness.peripheral.receiveRadioFrame(Data([UInt8(batch), UInt8(index)])) }
+            await harness.advance(.seconds(1))
+        }
+        let frames = harness.events[start...].filter { if case .diPayload = $0 { true } else { false } }.count
+        #expect(frames == 5_000, "the flood reached the client")
+        harness.peripheral.disconnect()
+        await harness.advance(.seconds(1))
+        #expect(harness.client.connectionState == .disconnected)
+        harness.client.teardown()
+        let received = await harness.consumed(by: harness.consumeEvents(stream), "the stalled consumer")
+        #expect(received.count <= 64 + 1, "bounded: \(received.count)")
+        #expect(received.last == .connectionStateChanged(.disconnected), "the link loss is not dropped")
+        #expect(harness.client.droppedEventCount == harness.events.count - start - received.count)
+    }
+
+    @Test("teardown() finishes every live stream; a stream read after it is already finished")
+    func teardownFinishesAll() async {
+        let harness = ClientHarness()
+        let consumers = (0..<3).map { _ in harness.consumeEvents() }
+        await harness.connect()
+        harness.client.teardown()
+        for consumer in consumers {
+            #expect(await harness.consumed(by: consumer) == harness.events)
+        }
+        let late = harness.consumeEvents()
+        #expect(await harness.consumed(by: late, "a stream read after teardown()").isEmpty)
+    }
+}
