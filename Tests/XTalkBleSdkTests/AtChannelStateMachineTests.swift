@@ -120,6 +120,45 @@ struct AtChannelStateMachineTests {
         #expect(h.machine.isIdle)
     }
 
+    @Test("command policy: AT+RST holds the channel from its OK until +READY; the next command waits")
+    func resetHoldsUntilReady() {
+        var h = ChannelHarness()
+        let reset = h.command("AT+RST")
+        let next = h.command("AT+VER?")
+        h.completeWrites()
+        h.receive("AT+RST\r\nOK\r\n")
+        #expect(h.outcomes[reset] == nil, "OK alone does not end a reset")
+        #expect(h.writtenLines == ["AT+RST\r\n"], "nothing is written into a rebooting radio")
+        h.receive("+READY\r\n")
+        #expect(h.outcomes[reset] == .success(["OK"]))
+        #expect(h.events.contains(.line("+READY", sensitive: false)), "+READY is an event as always")
+        #expect(h.writtenLines == ["AT+RST\r\n", "AT+VER?\r\n"])
+        h.completeWrites()
+        h.receive("+VER:2.1.0\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+VER:2.1.0", "OK"]))
+        #expect(AtCommandPolicy.of("at+rst") == .untilReady && AtCommandPolicy.of("AT+RST?") == .finalResultCode)
+    }
+
+    @Test("command policy: a reset refused completes at ERROR; one that never reports ready times out and drains")
+    func resetWithoutReady() {
+        var refused = ChannelHarness()
+        let id = refused.command("AT+RST")
+        refused.completeWrites()
+        refused.receive("ERROR\r\n")
+        #expect(refused.outcomes[id] == .success(["ERROR"]))
+        #expect(refused.machine.isIdle)
+        var silent = ChannelHarness()
+        let lost = silent.command("AT+RST", timeout: .milliseconds(500))
+        silent.completeWrites()
+        silent.receive("OK\r\n")
+        silent.fire(.milliseconds(500))
+        #expect(silent.outcomes[lost] == .failure(.timeout))
+        #expect(silent.machine.isDraining)
+        // A +READY a drain sees is an event only.
+        silent.receive("+READY\r\n")
+        #expect(silent.completionCount[lost] == 1)
+    }
+
     @Test("the timeout starts when the line is handed to the write pump: not while queued, not when fully written")
     func timeoutStartsAtWrite() {
         var h = ChannelHarness()

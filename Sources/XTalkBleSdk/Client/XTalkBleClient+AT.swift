@@ -41,8 +41,11 @@ extension XTalkBleClient {
     /// sessions; `timeoutMs` counts from its turn, when its line is handed to
     /// the write pump (queued time does not count, the time the line takes to
     /// go out does).
-    /// `.automatic` completes at the final result code, `.collectUntilTimeout`
-    /// returns every line of the window. Throws `.writeFailed` for invalid
+    /// `.automatic` completes by command policy (PROTOCOL.md section 6): at the
+    /// final result code, except `AT+RST`, which holds the channel until the
+    /// device's `+READY` (so the next command is not written into a rebooting
+    /// radio; no `+READY` within `timeoutMs` throws `.timeout`).
+    /// `.collectUntilTimeout` returns every line of the window. Throws `.writeFailed` for invalid
     /// text or timeout (before any byte is written), `.notConnected`,
     /// `.notReady`, `.timeout`, `.cancelled` (task cancelled or
     /// `disconnect()`), or `.notConnected` when the link drops. With

@@ -13,8 +13,10 @@ public enum XTalkAtEncoding: String, Sendable, Hashable, CaseIterable {
 
 /// How `runAtCommand` decides that a response is complete.
 public enum XTalkAtResponseMode: Sendable, Hashable {
-    /// Completes at the final result code (`OK`, `ERROR`, `+CME ERROR:…`, `+ERR:…`);
-    /// throws `.timeout` when none arrives in time.
+    /// Completes by command policy (PROTOCOL.md section 6): at the final result
+    /// code (`OK`, `ERROR`, `+CME ERROR:…`, `+ERR:…`), except `AT+RST`, which
+    /// completes at the device's `+READY` after its `OK`; throws `.timeout`
+    /// when that does not arrive in time.
     case automatic
     /// Collects every non-URC line until the timeout and returns them
     /// (possibly none) without throwing `.timeout`.

@@ -119,6 +119,8 @@ struct AtChannelStateMachine {
         /// earlier command) had no final result code yet: the next final code
         /// is that reply's, not ours, and so is everything up to it.
         var staleReplyOpen = false
+        /// An `AT+RST` answered `OK`: it completes at `+READY` (`AtCommandPolicy.untilReady`).
+        var awaitingReady = false
     }
 
     /// A no-wait operation's isolation window.
@@ -672,7 +674,9 @@ struct AtChannelStateMachine {
         case .sendFinished(let failure):
             actions.append(.emit(.sendFinished(line)))
             sendFinished(failure: failure, into: &actions)
-        case .malformedRadioFrame, .malformedCrcError, .ready:
+        case .ready:
+            readyReceived(into: &actions)
+        case .malformedRadioFrame, .malformedCrcError:
             break
         case .response(let finalCode):
             if stale {
@@ -737,10 +741,16 @@ struct AtChannelStateMachine {
                 return
             }
             switch transaction.kind {
+            case .command where transaction.awaitingReady:
+                // The device is rebooting: whatever arrives before `+READY` is an event only.
+                state = .transaction(transaction)
             case .command(let mode, _):
                 if !(faults.dropsPingLine && line.hasPrefix("+PING:")) { transaction.lines.append(line) }
                 if finalCode != nil { transaction.sawFinalCode = true }
-                if mode == .automatic && finalCode != nil {
+                if mode == .automatic && finalCode == .ok && AtCommandPolicy.of(transaction.text) == .untilReady {
+                    transaction.awaitingReady = true
+                    state = .transaction(transaction)
+                } else if mode == .automatic && finalCode != nil {
                     actions.append(.cancelTimer(transaction.timer))
                     var lines = transaction.lines
                     if faults.answersWithPreviousReply {
@@ -788,6 +798,15 @@ struct AtChannelStateMachine {
             break
         case .modifying: Self.modifyingEscaped()
         }
+    }
+
+    /// `+READY`: completes an `AT+RST` that waits for it (an event otherwise).
+    private mutating func readyReceived(into actions: inout [ChannelAction]) {
+        guard case .transaction(let transaction) = state, transaction.awaitingReady else { return }
+        actions.append(.cancelTimer(transaction.timer))
+        actions.append(.succeed(transaction.id, transaction.lines))
+        endTransaction(transaction)
+        becomeIdle(into: &actions)
     }
 
     private mutating func sendFinished(failure: String?, into actions: inout [ChannelAction]) {
