@@ -26,6 +26,10 @@ extension XTalkBleClient {
 
     /// Sets the AT encoding for writes and reads and resets the text decode
     /// buffer (a partial line is discarded). Switch between transactions only.
+    /// `atEncoding` publishes the requested encoding at once; on the wire the
+    /// switch happens between operations: asked for while a command or RF send
+    /// owns the wire, it waits until that operation ends, so that its reply is
+    /// decoded as its command was encoded.
     public func setAtEncoding(_ encoding: XTalkAtEncoding) {
         guard !isTornDown else { return }
         log(.debug, "AT encoding: \(encoding)")
@@ -38,18 +42,21 @@ extension XTalkBleClient {
     /// result code included; `ERROR` is returned, not thrown).
     ///
     /// Waits its turn behind earlier AT commands, RF sends and exclusive
-    /// sessions; `timeoutMs` counts from its turn, when its line is handed to
+    /// sessions, and behind a no-wait isolation window: it never throws
+    /// `.busy`. `timeoutMs` counts from its turn, when its line is handed to
     /// the write pump (queued time does not count, the time the line takes to
     /// go out does).
     /// `.automatic` completes by command policy (PROTOCOL.md section 6): at the
     /// final result code, except `AT+RST`, which holds the channel until the
     /// device's `+READY` (so the next command is not written into a rebooting
     /// radio; no `+READY` within `timeoutMs` throws `.timeout`).
-    /// `.collectUntilTimeout` returns every line of the window. Throws `.writeFailed` for invalid
-    /// text or timeout (before any byte is written), `.notConnected`,
-    /// `.notReady`, `.timeout`, `.cancelled` (task cancelled or
-    /// `disconnect()`), or `.notConnected` when the link drops. With
-    /// `log: false` neither the command nor its lines are logged.
+    /// `.collectUntilTimeout` returns every line of the window. Throws
+    /// `.writeFailed` for invalid text or timeout (before any byte is written;
+    /// the reason's prefix is stable, see `XTalkBleError.writeFailed`),
+    /// `.notConnected`, `.notReady`, `.timeout`, `.cancelled` (task cancelled,
+    /// `disconnect()`, or a link ended by `startScan()`/`connect(id:)`), or
+    /// `.notConnected` when the link drops. With `log: false` neither the
+    /// command nor its lines are logged.
     public func runAtCommand(
         _ plain: String,
         timeoutMs: Int = 3_000,

@@ -4,17 +4,25 @@ import Foundation
 ///
 /// Errors are thrown by the async AT/RF methods and published through
 /// `connectionState == .failed(error)` for scan and connection problems.
-/// Cases that carry a `String` name the problem in one sentence.
+/// Cases that carry a `String` name the problem in one sentence. Each case
+/// says below when this SDK produces it; three cases of the API reference are
+/// never produced by this version (`.deviceMismatch`, `.malformedResponse`,
+/// `.deviceControlFailed`), and `.scanFailed` never on Apple platforms.
 public enum XTalkBleError: Error, Equatable, Hashable, Sendable {
     /// Bluetooth is powered off, resetting or not supported on this device.
     case bluetoothUnavailable
     /// The user (or a policy) denied Bluetooth access to the app.
     case permissionDenied
-    /// Scanning could not start or stopped with an error.
+    /// Scanning could not start or stopped with an error. Never on iOS or
+    /// macOS (CoreBluetooth reports no scan failure; an unusable radio is
+    /// `.bluetoothUnavailable` or `.permissionDenied`); the simulator produces
+    /// it on request (`XTalkSimulatedEnvironment.scanFailure`).
     case scanFailed(String)
     /// `connect(id:)` named an identifier that is not in the current scan results.
     case deviceNotFound(UUID)
-    /// The device that answered is not the device that was expected.
+    /// The device that answered is not the device that was expected. Never
+    /// produced by this version (authentication reports identity problems as
+    /// `XTalkDeviceAuthError`).
     case deviceMismatch(String)
     /// The link could not be established, was refused, or the notification
     /// subscription failed.
@@ -27,18 +35,29 @@ public enum XTalkBleError: Error, Equatable, Hashable, Sendable {
     case notConnected
     /// The link is up but the passthrough is not ready yet (`atReady == false`).
     case notReady
-    /// Another transaction or a no-wait isolation window is active.
+    /// Another transaction or a no-wait isolation window is active. Thrown by
+    /// the no-wait methods only: `runAtCommand`, `sendRfPayload` and
+    /// `withExclusiveAtSession` never throw it (they wait their turn, also
+    /// behind a no-wait isolation window).
     case busy
     /// The device did not answer within the timeout.
     case timeout
     /// Bytes could not be written, the device rejected the operation, or the
-    /// input was invalid and nothing was written; the text says which.
+    /// input was invalid and nothing was written; the text says which. Its
+    /// reason starts with a stable prefix an app may match: `invalid AT
+    /// command: `, `invalid RF payload: `, `invalid timeout: ` (bad input,
+    /// nothing written), `the device rejected the frame: ` (`ERROR` to
+    /// `AT+SEND=`), `the radio could not send the frame: ` (`+SENDFIN:FAIL`);
+    /// any other reason is the Bluetooth stack's own text for a failed write.
     case writeFailed(String)
     /// The operation was cancelled (task cancellation, `disconnect()` or `teardown()`).
     case cancelled
-    /// The device answered with something that cannot be parsed.
+    /// The device answered with something that cannot be parsed. Never
+    /// produced by this version: lines that do not parse are delivered as
+    /// events (`.atLine`, `.passthroughRaw`) and returned as response lines.
     case malformedResponse(String)
-    /// A device-information query failed.
+    /// A device-information query failed. Never produced by this version: the
+    /// `fetch…` queries return nil on failure, as the API reference says.
     case deviceControlFailed(String)
 }
 
