@@ -15,6 +15,8 @@ package struct ChaosTally: Sendable {
     package var framesChecked = 0
     /// Radio frames not checked, by reason.
     package var framesExempt: [String: Int] = [:]
+    /// State changes checked on the two `events` streams (the read one and the stalled one).
+    package var streamStateChangesChecked = 0
 
     package init() {}
 
@@ -26,6 +28,7 @@ package struct ChaosTally: Sendable {
         lateReplies += other.lateReplies
         framesChecked += other.framesChecked
         framesExempt.merge(other.framesExempt, uniquingKeysWith: +)
+        streamStateChangesChecked += other.streamStateChangesChecked
     }
 
     /// One line for a run's summary.
@@ -34,7 +37,8 @@ package struct ChaosTally: Sendable {
         let reasons = excused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         let exempt = framesExempt.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         return "commands checked \(checkedCommands): strictly \(strict) (\(String(format: "%.1f", share)) %), "
-            + "excused [\(reasons)]; late replies \(lateReplies); frames checked \(framesChecked), exempt [\(exempt)]"
+            + "excused [\(reasons)]; late replies \(lateReplies); frames checked \(framesChecked), exempt [\(exempt)]; "
+            + "stream state changes \(streamStateChangesChecked)"
     }
 }
 
@@ -56,6 +60,7 @@ extension ChaosScenario {
         }
         switch event {
         case .connectionStateChanged(let state):
+            stateChanges.append(state)
             if appState == .connected, state != .connected { linkDowns.append(clock.elapsed) }
             appState = state
             return
@@ -187,12 +192,32 @@ extension ChaosScenario {
         await clock.settle()
         if eventCount != total { violation("\(eventCount - total) events after teardown()") }
         if clock.pendingTimerCount != 0 { violation("\(clock.pendingTimerCount) timers still pending after teardown") }
-        if let reader = streamReader {
+        if let reader = streamReader, let stalledStream {
             for _ in 0..<50 { await clock.settle() }
-            let read = await reader.value
-            if read + client.droppedEventCount != eventCount {
-                violation("event stream: \(read) read + \(client.droppedEventCount) dropped ≠ \(eventCount) delivered")
+            let (read, states) = await reader.value
+            // The stalled stream was finished by teardown: it yields what its buffer kept.
+            var stalledRead = 0
+            var stalledStates: [XTalkConnectionState] = []
+            for await event in stalledStream {
+                stalledRead += 1
+                if case .connectionStateChanged(let state) = event { stalledStates.append(state) }
             }
+            let dropped = client.droppedEventCount
+            if read + stalledRead + dropped != 2 * eventCount {
+                violation(
+                    "event streams: \(read) + \(stalledRead) read + \(dropped) dropped ≠ 2 × \(eventCount) delivered")
+            }
+            if states != stateChanges {
+                violation("the read stream saw state changes \(states), onEvent \(stateChanges)")
+            }
+            if stalledStates != stateChanges {
+                violation("the stalled stream kept state changes \(stalledStates), onEvent \(stateChanges)")
+            }
+            let limit = Self.eventBufferLimit
+            if stalledRead > max(limit, stateChanges.count) {
+                violation("the stalled stream held \(stalledRead) events (limit \(limit))")
+            }
+            tally.streamStateChangesChecked += states.count + stalledStates.count
         }
     }
 

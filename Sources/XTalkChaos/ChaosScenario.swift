@@ -48,7 +48,13 @@ package final class ChaosScenario {
     var receivedFrames: [(index: UInt32, at: Duration)] = []
     /// Each `.atLine` the app received: the line, when, on which connection.
     var receivedLines: [(line: String, at: Duration, connection: Int)] = []
-    var streamReader: Task<Int, Never>?
+    /// Reads `events` from the start (slowly in some scenarios): how many events, and its state changes.
+    var streamReader: Task<(count: Int, states: [XTalkConnectionState]), Never>?
+    /// A second `events` stream, read from the start but only after teardown:
+    /// it must not hold up the first, and must keep every state change.
+    var stalledStream: AsyncStream<XTalkBleEvent>?
+    /// Every `.connectionStateChanged` the app's `onEvent` received, in order.
+    var stateChanges: [XTalkConnectionState] = []
     /// The connection state the app last heard of through `.connectionStateChanged`.
     var appState: XTalkConnectionState = .idle
     /// When the client's encoding changed (to what), in order; the first entry is the start.
@@ -77,6 +83,9 @@ package final class ChaosScenario {
     /// `traceTraffic` adds the client's debug log (every line sent and
     /// received) to the trace: for replaying one seed.
     /// `faults` switches bugs on in the SDK (the checker's self-test: each must be flagged).
+    /// Each `events` stream's bound in the scenarios.
+    static let eventBufferLimit = 16
+
     package init(seed: UInt64, traceTraffic: Bool = false, faults: ChaosFaults = ChaosFaults()) {
         self.seed = seed
         self.faults = faults
@@ -121,6 +130,8 @@ package final class ChaosScenario {
         self.traceTraffic = traceTraffic
         var options = XTalkBleClientOptions()
         options.connectTimeout = Self.connectTimeout
+        // Small enough that the stalled stream fills in every scenario.
+        options.eventBufferLimit = Self.eventBufferLimit
         let traffic = TrafficLog()
         trafficLog = traffic
         if traceTraffic {
@@ -168,14 +179,17 @@ package final class ChaosScenario {
     package func run(steps: Int? = nil) async -> ChaosReport {
         client.onEvent = { [weak self] event in self?.observe(event) }
         let stream = client.events
+        stalledStream = client.events
         let slowReader = random.chance(0.3)
         streamReader = Task { @MainActor in
             var count = 0
-            for await _ in stream {
+            var states: [XTalkConnectionState] = []
+            for await event in stream {
                 count += 1
+                if case .connectionStateChanged(let state) = event { states.append(state) }
                 if slowReader { await Task.yield() }
             }
-            return count
+            return (count, states)
         }
         await connect()
         let stepCount = steps ?? random.int(in: 15...45)

@@ -207,8 +207,9 @@ struct ChaosCommandTests {
         let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "20", "--json"])
         #expect(result.code == 0, "\(result.stderr)")
         let records = result.records(ofType: "self_test")
-        #expect(records.count == 10)
+        #expect(records.count == 11)
         #expect(records.allSatisfy { $0["flagged"] as? Bool == true && $0["scenario"] is Int }, "\(records)")
-        #expect(Set(records.compactMap { $0["fault"] as? String }).contains("drain skipped"))
+        let names = Set(records.compactMap { $0["fault"] as? String })
+        #expect(names.contains("drain skipped") && names.contains("a full stream drops a state change"))
     }
 }

@@ -10,8 +10,8 @@ final class EventSubscriber {
     private var waiter: CheckedContinuation<XTalkBleEvent?, Never>?
     private(set) var isFinished = false
 
-    init(limit: Int, finished: Bool = false) {
-        buffer = EventBuffer(limit: limit)
+    init(limit: Int, finished: Bool = false, dropsStateChanges: Bool = false) {
+        buffer = EventBuffer(limit: limit, dropsStateChanges: dropsStateChanges)
         isFinished = finished
     }
 
@@ -77,7 +77,9 @@ extension XTalkBleClient {
     /// A new stream for one reader: every event from now on, in order,
     /// bounded by `eventBufferLimit`.
     func makeEventStream(register: (EventSubscriber) -> Void) -> AsyncStream<XTalkBleEvent> {
-        let subscriber = EventSubscriber(limit: options.eventBufferLimit, finished: isTornDown)
+        let subscriber = EventSubscriber(
+            limit: options.eventBufferLimit, finished: isTornDown,
+            dropsStateChanges: injectedFaults.streamDropsStateChanges)
         if !isTornDown { register(subscriber) }
         return AsyncStream(unfolding: { await subscriber.next() })
     }

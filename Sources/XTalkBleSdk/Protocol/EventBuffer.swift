@@ -23,8 +23,12 @@ struct EventBuffer {
     /// No droppable event lies before this slot.
     private var dropCursor = 0
 
-    init(limit: Int) {
+    /// The `streamDropsStateChanges` fault (a checker's self-test): state changes are dropped like the rest.
+    private let dropsStateChanges: Bool
+
+    init(limit: Int, dropsStateChanges: Bool = false) {
         self.limit = max(1, limit)
+        self.dropsStateChanges = dropsStateChanges
     }
 
     var isEmpty: Bool { count == 0 }
@@ -75,7 +79,7 @@ struct EventBuffer {
     private mutating func dropOldestDroppable() -> Bool {
         var index = max(dropCursor, head)
         while index < slots.count {
-            if let event = slots[index], !Self.isStateChange(event) {
+            if let event = slots[index], dropsStateChanges || !Self.isStateChange(event) {
                 slots[index] = nil
                 count -= 1
                 dropped += 1

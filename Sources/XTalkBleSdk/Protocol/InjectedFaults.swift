@@ -20,6 +20,8 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
     package var deliversOldEventAfterDisconnect = false
     /// The passthrough never opens: `atReady` stays false on a healthy link.
     package var neverReady = false
+    /// A full `events` stream drops a state change like any other event.
+    package var streamDropsStateChanges = false
 
     package init() {}
 
@@ -35,6 +37,7 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
             ("old line replayed after a reconnect", \.replaysLineAfterReconnect),
             ("old event after a disconnect", \.deliversOldEventAfterDisconnect),
             ("never ready", \.neverReady),
+            ("a full stream drops a state change", \.streamDropsStateChanges),
         ]
         return paths.map { name, path in
             var faults = XTalkInjectedFaults()
