@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkSimulator
 @testable import XTalkBleSdk
 
 /// One `events` stream's buffer: bounded, oldest droppable first, state changes never dropped.
@@ -59,7 +60,7 @@ struct EventBufferTests {
 
     @Test("random appends and reads agree with a plain model", arguments: 0..<20)
     func againstModel(round: Int) {
-        var random = SplitMix(state: UInt64(round) &+ 0x9E37_79B9)
+        var random = SimulatorRandom(seed: UInt64(round) &+ 0x9E37_79B9)  // seeded: a failing round replays
         let limit = Int.random(in: 1...8, using: &random)
         var buffer = EventBuffer(limit: limit)
         var model: [XTalkBleEvent] = []
@@ -90,17 +91,5 @@ struct EventBufferTests {
             #expect(buffer.count == model.count && buffer.dropped == modelDropped)
         }
         #expect(checked > 1_000)
-    }
-}
-
-/// A seeded generator, so that a failing round replays.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
