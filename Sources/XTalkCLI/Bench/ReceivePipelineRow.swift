@@ -159,7 +159,10 @@ enum StreamCPURow {
                 notificationBufferLimit: 65_536))
     }
 
-    static func measure(notificationBytes chunk: Int, seconds: Double) async throws(CLIError) -> Outcome {
+    /// `streams` readers of `events` consume every event (the first checks the frames' order).
+    static func measure(notificationBytes chunk: Int, seconds: Double, streams: Int = 1) async throws(CLIError)
+        -> Outcome
+    {
         let (environment, client) = try await TransactionRow.connectRealTime(device(notificationBytes: chunk))
         defer {
             client.teardown()
@@ -182,7 +185,18 @@ enum StreamCPURow {
                 seen.streamed += 1
             }
         }
-        defer { consumer.cancel() }
+        // More readers of `events`, as an app with several views has.
+        let others = (1..<max(1, streams)).map { _ in
+            Task { @MainActor in
+                for await event in client.events {
+                    if case .diPayload = event { seen.otherStreamed += 1 }
+                }
+            }
+        }
+        defer {
+            consumer.cancel()
+            for other in others { other.cancel() }
+        }
         // The radio hands the device frames as fast as the rate allows; the
         // link notifies them at its connection events.
         let payload = Data((0..<64).map { UInt8($0) })
@@ -225,5 +239,7 @@ enum StreamCPURow {
         var streamed = 0
         var lastCount: Int?
         var outOfOrder = 0
+        /// Frames the other readers of `events` received, together.
+        var otherStreamed = 0
     }
 }
