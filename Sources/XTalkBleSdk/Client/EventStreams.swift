@@ -43,12 +43,8 @@ final class EventSubscriber {
 
     /// The reader's task was cancelled: the stream ends now, buffered events too.
     private func cancel() {
-        isFinished = true
         while buffer.popFirst() != nil {}
-        if let waiter {
-            self.waiter = nil
-            waiter.resume(returning: nil)
-        }
+        finish()
     }
 
     /// The next event, or nil at the end (finished and drained, or the reader cancelled).

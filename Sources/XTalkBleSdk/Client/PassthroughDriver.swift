@@ -101,14 +101,14 @@ final class PassthroughDriver {
 
     // MARK: Requests
 
-    /// Submits one request and suspends until the channel completes it.
+    /// Submits one request and suspends until the channel completes it (the
+    /// client has checked for cancellation and found the caller's session).
     /// Cancelling the task cancels the request promptly; a request is
     /// completed exactly once, by the channel or by the end of the connection.
     func submit(
         _ handle: RequestHandle, owner: ChannelRequestID?,
         _ make: (inout AtChannelStateMachine, ChannelRequestID?) -> (ChannelRequestID, [ChannelAction])
     ) async throws -> [String] {
-        if Task.isCancelled { throw XTalkBleError.cancelled }
         return try await resumingOnMainQueue {
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[String], any Error>) in

@@ -91,7 +91,7 @@ public final class XTalkBleClient: NSObject {
     /// What the last connection left behind for a reconnect to the same
     /// device: until when the device may still answer its commands, and the
     /// encoding of a line of ours the lost link cut (the channel's handover).
-    private var leftBehind: (peripheral: UUID, owedUntil: Duration?, cutLineEncoding: XTalkAtEncoding?)?
+    private var leftBehind: (peripheral: UUID, left: PassthroughDriver.LeftBehind)?
     /// Observers in registration order, each kind apart (a token fits only its own kind).
     var atLineObservers = ObserverList<String>()
     var sendFinishObservers = ObserverList<String>()
@@ -332,7 +332,7 @@ public final class XTalkBleClient: NSObject {
         // What the previous connection to this device left behind: answers the
         // device may still owe until their deadline, a line the lost link cut.
         // The channel ends the cut line and quarantines itself (its own actions).
-        if let left = leftBehind, left.peripheral == peripheral {
+        if let (previous, left) = leftBehind, previous == peripheral {
             let handover = ReconnectHandover(
                 owedFor: max(.zero, (left.owedUntil ?? .zero) - scheduler.elapsed),
                 cutLineEncoding: left.cutLineEncoding)
@@ -356,10 +356,7 @@ public final class XTalkBleClient: NSObject {
         if injectedFaults.deliversOldEventAfterDisconnect, let frame = link.lastFrame {
             eventAfterDisconnect = .diPayload(frame.payload, frame.meta)
         }
-        let left = link.close(error: error)
-        leftBehind = left.map {
-            (peripheral: link.peripheral, owedUntil: $0.owedUntil, cutLineEncoding: $0.cutLineEncoding)
-        }
+        leftBehind = link.close(error: error).map { (peripheral: link.peripheral, left: $0) }
         // Nothing of this connection is delivered after it ended, even what is already queued.
         discardDeliveries(of: link.generation)
     }
