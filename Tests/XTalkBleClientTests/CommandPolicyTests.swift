@@ -21,6 +21,22 @@ struct CommandPolicyTests {
         await harness.finish()
     }
 
+    @Test("sendAtCommandNoWait(\"AT+RST\"): its window lasts until +READY, so the next command is answered")
+    func noWaitResetThenVersion() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let client = harness.client
+        try client.sendAtCommandNoWait("AT+RST")
+        let version = harness.start { try await client.runAtCommand("AT+VER?") }
+        await harness.advance(.milliseconds(100))
+        #expect(harness.atLines.contains("OK") && !harness.atLines.contains("+READY"))
+        #expect(throws: XTalkBleError.busy) { try client.sendAtCommandNoWait("AT") }
+        #expect(try await harness.run { try await version.value } == ["+VER:2.1.0", "OK"])
+        #expect(harness.atLines.contains("+READY"))
+        #expect(harness.peripheral.processedCommands.suffix(2) == ["AT+RST", "AT+VER?"])
+        await harness.finish()
+    }
+
     @Test("a radio that never reports ready fails AT+RST with .timeout; the next command still runs")
     func resetNeverReady() async throws {
         var device = ClientHarness.fastDevice()

@@ -661,8 +661,8 @@ struct AtChannelStateMachineTests {
     @Test("a no-wait command opens a window that ends at its final code")
     func noWaitCommand() throws {
         var h = ChannelHarness()
-        h.apply(try h.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
-        #expect(h.writtenLines == ["AT+RST\r\n"])
+        h.apply(try h.machine.startNoWaitCommand("AT+PING=1", window: .seconds(3), owner: nil))
+        #expect(h.writtenLines == ["AT+PING=1\r\n"])
         #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
         #expect(throws: XTalkBleError.busy) {
             try h.machine.startNoWaitSend(hexPayload: "00", window: .seconds(5), owner: nil)
@@ -673,6 +673,34 @@ struct AtChannelStateMachineTests {
         #expect(h.writtenLines.last == "AT+VER?\r\n")
         h.receive("+VER:1\r\nOK\r\n")
         #expect(h.outcomes[queued] == .success(["+VER:1", "OK"]))
+    }
+
+    @Test("a no-wait AT+RST follows the command policy: its window ends at +READY, not at OK")
+    func noWaitResetUntilReady() throws {
+        var h = ChannelHarness()
+        h.apply(try h.machine.startNoWaitCommand("at+rst", window: .seconds(3), owner: nil))
+        let queued = h.command("AT+VER?")
+        h.receive("OK\r\n")
+        #expect(h.writtenLines == ["at+rst\r\n"], "nothing is written into a rebooting radio")
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        h.receive("ERROR\r\n")  // noise while it reboots: an event only
+        #expect(h.writtenLines.count == 1)
+        h.receive("+READY\r\n")
+        #expect(h.writtenLines.last == "AT+VER?\r\n")
+        h.receive("+VER:1\r\nOK\r\n")
+        #expect(h.outcomes[queued] == .success(["+VER:1", "OK"]))
+
+        var refused = ChannelHarness()
+        refused.apply(try refused.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
+        refused.receive("ERROR\r\n")
+        #expect(refused.machine.isIdle, "a refused reset does not wait for +READY")
+
+        var silent = ChannelHarness()
+        silent.apply(try silent.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
+        silent.completeWrites()
+        silent.receive("OK\r\n")
+        silent.fire(.seconds(3))
+        #expect(silent.machine.isDraining, "no +READY within the window: the channel is quarantined")
     }
 
     @Test("a no-wait send's window ends at +SENDFIN:, not at OK")

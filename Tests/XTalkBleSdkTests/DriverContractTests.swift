@@ -147,7 +147,7 @@ struct DriverContractTests {
     @Test("a window that closed before its line was confirmed: the late confirmation or failure")
     func windowClosedBeforeConfirmation() throws {
         var h = ChannelHarness()
-        h.apply(try h.machine.startNoWaitCommand("AT+RST", window: .seconds(3), owner: nil))
+        h.apply(try h.machine.startNoWaitCommand("AT+PING=1", window: .seconds(3), owner: nil))
         h.receive("OK\r\n")
         #expect(h.machine.isIdle)
         #expect(h.machine.writeFailed(h.writes[0].0, reason: "refused").isEmpty)

@@ -79,7 +79,9 @@ extension XTalkBleClient {
 
     /// Writes an AT command without waiting for its response, which arrives
     /// through events and observers. Opens an isolation window until the final
-    /// result code (or 3 s): meanwhile another no-wait operation throws
+    /// result code by the same command policy as `.automatic` (an `AT+RST`
+    /// holds it from its `OK` until the device's `+READY`), or 3 s at most
+    /// (then the channel is drained): meanwhile another no-wait operation throws
     /// `.busy` and async operations wait. Throws `.busy` while a transaction
     /// or window is active, and as `runAtCommand` for invalid text or no link.
     public func sendAtCommandNoWait(_ plain: String) throws {

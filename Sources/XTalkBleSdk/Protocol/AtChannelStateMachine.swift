@@ -131,6 +131,10 @@ struct AtChannelStateMachine {
         }
         let kind: Kind
         let timer: ChannelTimerID
+        /// How a no-wait command's window ends: by the same command policy as
+        /// `.automatic` (an `AT+RST` holds it from its `OK` until `+READY`).
+        var policy: AtCommandPolicy = .finalResultCode
+        var awaitingReady = false
     }
 
     /// The quarantine after a timeout, cancellation or failed write.
@@ -381,7 +385,8 @@ struct AtChannelStateMachine {
         write(text, into: &actions)
         actions.append(.startTimer(timer, window))
         _ = staleLines.takeOpenReply()  // a window ends at the first final code, whoever's it is
-        state = .isolation(Isolation(kind: kind, timer: timer))
+        state = .isolation(
+            Isolation(kind: kind, timer: timer, policy: kind == .command ? AtCommandPolicy.of(text) : .finalResultCode))
         return actions
     }
 
@@ -778,8 +783,14 @@ struct AtChannelStateMachine {
             case .send(accepted: true):
                 state = .transaction(transaction)
             }
-        case .isolation(let isolation):
+        case .isolation(var isolation):
             switch (isolation.kind, finalCode) {
+            case (.command, .some) where isolation.awaitingReady:
+                break  // the device is rebooting: an event only
+            case (.command, .ok) where isolation.policy == .untilReady:
+                // An `AT+RST` accepted: the window stays open until `+READY`.
+                isolation.awaitingReady = true
+                state = .isolation(isolation)
             case (.command, .some), (.send, .error):
                 // The no-wait operation's result arrived: the window closes.
                 actions.append(.cancelTimer(isolation.timer))
@@ -802,6 +813,11 @@ struct AtChannelStateMachine {
 
     /// `+READY`: completes an `AT+RST` that waits for it (an event otherwise).
     private mutating func readyReceived(into actions: inout [ChannelAction]) {
+        if case .isolation(let isolation) = state, isolation.awaitingReady {
+            actions.append(.cancelTimer(isolation.timer))
+            becomeIdle(into: &actions)
+            return
+        }
         guard case .transaction(let transaction) = state, transaction.awaitingReady else { return }
         actions.append(.cancelTimer(transaction.timer))
         actions.append(.succeed(transaction.id, transaction.lines))
