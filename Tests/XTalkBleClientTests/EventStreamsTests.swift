@@ -90,6 +90,23 @@ struct EventStreamsTests {
         #expect(harness.client.droppedEventCount == harness.events.count - start - received.count)
     }
 
+    @Test("one stream iterated by two tasks: each event reaches one of them, and teardown ends both (no hang)")
+    func sharedStream() async throws {
+        let harness = ClientHarness()
+        let stream = harness.client.events
+        // Misuse (an AsyncStream has one reader), but it must not strand a reader.
+        let readers = (0..<2).map { _ in harness.consumeEvents(stream) }
+        await harness.advance(.milliseconds(10))  // both are waiting
+        await harness.connect()
+        _ = try await harness.run { try await harness.client.runAtCommand("AT+VER?") }
+        harness.client.teardown()
+        var received: [XTalkBleEvent] = []
+        for reader in readers { received += await harness.consumed(by: reader, "a reader of the shared stream") }
+        #expect(received.count == harness.events.count, "every event once, none lost, none twice")
+        #expect(
+            received.map(String.init(describing:)).sorted() == harness.events.map(String.init(describing:)).sorted())
+    }
+
     @Test("teardown() finishes every live stream; a stream read after it is already finished")
     func teardownFinishesAll() async {
         let harness = ClientHarness()

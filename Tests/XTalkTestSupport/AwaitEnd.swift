@@ -28,7 +28,10 @@ extension XTalkVirtualClock {
                 idleRounds += 1  // nothing due in time: the task can only end by itself
             } else {
                 task.cancel()
-                await waiter.value
+                // A task stuck on a continuation nobody will resume ignores
+                // cancellation: give it a few turns, then report it, never wait on it.
+                for _ in 0..<100 where result.value == nil { await settle() }
+                if result.value == nil { waiter.cancel() }
                 let why = nextDeadline == nil ? "nothing is scheduled" : "nothing ended it before \(end)"
                 Issue.record(
                     "\(what) did not end within \(limit) of virtual time (\(why))", sourceLocation: sourceLocation)

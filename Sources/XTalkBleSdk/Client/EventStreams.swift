@@ -4,47 +4,83 @@ import Foundation
 /// the reader waits, its continuation. The stream owns it (through the
 /// unfolding closure); the client keeps it weakly, so a stream that is
 /// dropped without being read costs nothing once it is gone.
-@MainActor
-final class EventSubscriber {
+///
+/// The client pushes on the main actor; the reader takes on whatever executor
+/// the stream's iterator runs `next()` on. The state is behind a lock rather
+/// than on the main actor because `AsyncStream(unfolding:)` calls its closure
+/// off any actor: a main-actor `next()` would add a hop there and back for
+/// every event, and those hops (thread wake-ups) were most of what each
+/// further stream cost (issue 14; `xtalk bench`, row 2).
+final class EventSubscriber: @unchecked Sendable {
+    private let lock = NSLock()
+    // Guarded by `lock`:
     private var buffer: EventBuffer
-    private var waiter: CheckedContinuation<XTalkBleEvent?, Never>?
-    private(set) var isFinished = false
+    /// Readers waiting for an event, oldest first. One at a time in proper use
+    /// (a stream has one iterator); several tasks sharing an iterator's stream
+    /// each still get an event or the end, never a hang.
+    private var waiters: [CheckedContinuation<XTalkBleEvent?, Never>] = []
+    private var finished: Bool
 
     init(limit: Int, finished: Bool = false, dropsStateChanges: Bool = false) {
         buffer = EventBuffer(limit: limit, dropsStateChanges: dropsStateChanges)
-        isFinished = finished
+        self.finished = finished
     }
 
+    var isFinished: Bool { lock.withLock { finished } }
+
     /// Events this stream dropped because its reader fell behind.
-    var dropped: Int { buffer.dropped }
+    var dropped: Int { lock.withLock { buffer.dropped } }
 
     /// Hands `event` to the waiting reader, or buffers it. Returns how many
-    /// events the buffer dropped to make room (0 or 1).
-    func push(_ event: XTalkBleEvent) -> Int {
-        guard !isFinished else { return 0 }
-        if let waiter {
-            self.waiter = nil
-            waiter.resume(returning: event)
-            return 0
+    /// events the buffer dropped to make room (0 or 1), or nil when the stream
+    /// has ended (the client then forgets it).
+    func push(_ event: XTalkBleEvent) -> Int? {
+        let outcome: (waiter: CheckedContinuation<XTalkBleEvent?, Never>?, dropped: Int)? = lock.withLock {
+            guard !finished else { return nil }
+            if !waiters.isEmpty { return (waiters.removeFirst(), 0) }
+            let before = buffer.dropped
+            buffer.append(event)
+            return (nil, buffer.dropped - before)
         }
-        let before = buffer.dropped
-        buffer.append(event)
-        return buffer.dropped - before
+        outcome?.waiter?.resume(returning: event)
+        return outcome?.dropped
     }
 
     /// No more events: the reader gets what is buffered, then the end.
     func finish() {
-        isFinished = true
-        if let waiter {
-            self.waiter = nil
-            waiter.resume(returning: nil)
+        let waiting = lock.withLock {
+            finished = true
+            defer { waiters.removeAll() }
+            return waiters
         }
+        for waiter in waiting { waiter.resume(returning: nil) }
     }
 
     /// The reader's task was cancelled: the stream ends now, buffered events too.
     private func cancel() {
-        while buffer.popFirst() != nil {}
-        finish()
+        let waiting = lock.withLock {
+            while buffer.popFirst() != nil {}
+            finished = true
+            defer { waiters.removeAll() }
+            return waiters
+        }
+        for waiter in waiting { waiter.resume(returning: nil) }
+    }
+
+    /// What a reader gets without waiting: an event, the end, or nothing yet.
+    private enum Take {
+        case event(XTalkBleEvent)
+        case end
+        case wait
+    }
+
+    private func take(orWait waiter: CheckedContinuation<XTalkBleEvent?, Never>? = nil) -> Take {
+        lock.withLock {
+            if let event = buffer.popFirst() { return .event(event) }
+            if finished { return .end }
+            if let waiter { waiters.append(waiter) }
+            return .wait
+        }
     }
 
     /// The next event, or nil at the end (finished and drained, or the reader cancelled).
@@ -53,18 +89,24 @@ final class EventSubscriber {
             cancel()
             return nil
         }
-        if let event = buffer.popFirst() { return event }
-        if isFinished { return nil }
+        switch take() {
+        case .event(let event): return event
+        case .end: return nil
+        case .wait: break
+        }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<XTalkBleEvent?, Never>) in
-                if isFinished {
-                    continuation.resume(returning: nil)
-                } else {
-                    waiter = continuation
+                // Checked again under the lock that `push`, `finish` and
+                // `cancel` take: an event or the end that came meanwhile is
+                // not missed, and the waiter is resumed exactly once.
+                switch take(orWait: continuation) {
+                case .event(let event): continuation.resume(returning: event)
+                case .end: continuation.resume(returning: nil)
+                case .wait: break
                 }
             }
         } onCancel: {
-            Task { @MainActor [weak self] in self?.cancel() }
+            cancel()
         }
     }
 }

@@ -381,17 +381,14 @@ public final class XTalkBleClient: NSObject {
         pendingDeliveries += kept
     }
 
-    /// Delivers queued events in order. Re-entrant calls (a callback that
-    /// calls into the client) only queue; the outer loop delivers them next.
     /// Hands `event` to every live `events` stream; forgets the ones that are gone.
     private func publish(_ event: XTalkBleEvent) {
         var pruned = false
         for entry in subscribers {
-            guard let subscriber = entry.value, !subscriber.isFinished else {
+            guard let subscriber = entry.value, let dropped = subscriber.push(event) else {
                 pruned = true
                 continue
             }
-            let dropped = subscriber.push(event)
             if dropped > 0 {
                 droppedEventCount += dropped
                 if subscriber.dropped == 1 { log(.warning, "an events stream fell behind: dropping its oldest events") }
@@ -400,6 +397,8 @@ public final class XTalkBleClient: NSObject {
         if pruned { subscribers.removeAll { $0.value.map(\.isFinished) ?? true } }
     }
 
+    /// Delivers queued events in order. Re-entrant calls (a callback that
+    /// calls into the client) only queue; the outer loop delivers them next.
     private func deliver() {
         guard !isDelivering else { return }
         isDelivering = true
