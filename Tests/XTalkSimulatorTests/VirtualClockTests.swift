@@ -153,6 +153,42 @@ struct VirtualClockTests {
         await clock.settle()
         #expect(clock.pendingTimerCount == 0, "no sleeper is left once every timer ran")
     }
+
+    /// The one test here on the real clock: `ContinuousClock` wakes through a
+    /// main-queue dispatch timer, which only real time can exercise. Order is
+    /// exact; the one duration checked has a 50-fold margin.
+    @Test("the real-clock scheduler on ContinuousClock: deadline order, cancelled never, earlier re-arms")
+    func continuousClockScheduler() async {
+        let scheduler = ClockTimerScheduler(clock: ContinuousClock())
+        var log: [String] = []
+        var finishedAt: Duration?
+        // Armed first, far away: every timer below is earlier and must move the wake-up.
+        let late = scheduler.schedule(after: .seconds(2)) { log.append("late") }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            var pending: CheckedContinuation<Void, Never>? = continuation
+            let done = {
+                pending?.resume()
+                pending = nil
+            }
+            // A scheduler that never fires is a failure in seconds, not a hang.
+            DispatchQueue.main.asyncAfter(deadline: .now() + 10) { MainActor.assumeIsolated { done() } }
+            _ = scheduler.schedule(after: .milliseconds(40)) {
+                log.append("40")
+                finishedAt = scheduler.elapsed
+                done()
+            }
+            _ = scheduler.schedule(after: .milliseconds(20)) { log.append("20a") }
+            _ = scheduler.schedule(after: .milliseconds(20)) { log.append("20b") }
+            let cancelled = scheduler.schedule(after: .milliseconds(30)) { log.append("cancelled") }
+            scheduler.cancel(cancelled)
+            _ = scheduler.schedule(after: .milliseconds(5)) { log.append("5") }
+        }
+        scheduler.cancel(late)
+        #expect(log == ["5", "20a", "20b", "40"])
+        #expect(
+            finishedAt.map { $0 >= .milliseconds(40) && $0 < .seconds(2) } == true,
+            "woke at \(String(describing: finishedAt)), not at the 2 s timer")
+    }
 }
 
 @MainActor

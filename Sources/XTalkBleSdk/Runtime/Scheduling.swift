@@ -120,14 +120,23 @@ package struct TimerQueue<Action> {
 }
 
 /// Timers on any `Clock` whose duration is `Duration` (the real clock in apps
-/// and in the CLI): one task sleeps until the earliest deadline, then runs
-/// every due timer in order, so equal deadlines keep their scheduling order.
+/// and in the CLI): one wake-up at the earliest deadline runs every due timer
+/// in order, so equal deadlines keep their scheduling order.
+///
+/// On `ContinuousClock` the wake-up is a dispatch timer on the main queue,
+/// which runs the main actor's turn directly. A task sleeping on the clock
+/// (how other clocks are waited on) starts off the main actor and hops back
+/// when it wakes: two or three thread wake-ups more for every timer, and a
+/// simulated link on the real clock fires one each connection event.
 @MainActor
 package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Duration == Duration {
     private let clock: C
     private let origin: C.Instant
     private var queue = TimerQueue<@MainActor () -> Void>()
     private var sleeper: Task<Void, Never>?
+    /// The main-queue timer (`ContinuousClock` only), and whether it is armed.
+    private let mainQueueTimer: MainQueueTimer?
+    private var mainQueueTimerArmed = false
     private var sleeperDeadline: Duration?
     /// A turn of the main actor that runs timers already due is queued.
     private var immediatePending = false
@@ -135,6 +144,12 @@ package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Durat
     package init(clock: C) {
         self.clock = clock
         origin = clock.now
+        mainQueueTimer = C.self == ContinuousClock.self ? MainQueueTimer() : nil
+        mainQueueTimer?.onFire = { [weak self] in
+            guard let self else { return }
+            self.mainQueueTimerArmed = false
+            self.fireDue()
+        }
     }
 
     package var elapsed: Duration { origin.duration(to: clock.now) }
@@ -171,9 +186,14 @@ package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Durat
             }
             return
         }
-        if let current = sleeperDeadline, current <= earliest, sleeper != nil { return }
-        sleeper?.cancel()
+        if let current = sleeperDeadline, current <= earliest, sleeper != nil || mainQueueTimerArmed { return }
         sleeperDeadline = earliest
+        if let mainQueueTimer {
+            mainQueueTimer.arm(after: earliest - elapsed)
+            mainQueueTimerArmed = true
+            return
+        }
+        sleeper?.cancel()
         let clock = self.clock
         let deadline = origin.advanced(by: earliest)
         sleeper = Task { @MainActor [weak self] in
@@ -202,5 +222,34 @@ package final class ClockTimerScheduler<C: Clock>: TimerScheduling where C.Durat
             if queue.earliestDeadline().map({ $0 > now }) ?? true { now = elapsed }
         }
         rearm()
+    }
+}
+
+/// A dispatch timer on the main queue whose handler runs on the main actor.
+/// Re-arming moves its one deadline; it is cancelled when released.
+private final class MainQueueTimer: @unchecked Sendable {
+    private let source: any DispatchSourceTimer
+    /// Set once, on the main actor, before the timer is first armed.
+    nonisolated(unsafe) var onFire: (@MainActor () -> Void)?
+
+    init() {
+        source = DispatchSource.makeTimerSource(queue: .main)
+        source.setEventHandler { [weak self] in
+            MainActor.assumeIsolated { self?.onFire?() }
+        }
+        // Activated at once (a source must not be released inactive); it
+        // fires only once scheduled.
+        source.activate()
+    }
+
+    func arm(after delay: Duration) {
+        let (seconds, attoseconds) = max(delay, .zero).components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        source.schedule(deadline: .now() + .nanoseconds(Int(nanoseconds)), repeating: .never, leeway: .nanoseconds(0))
+    }
+
+    deinit {
+        source.setEventHandler(handler: nil)
+        source.cancel()
     }
 }
