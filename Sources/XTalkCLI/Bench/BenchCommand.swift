@@ -185,6 +185,12 @@ enum BenchCommand {
                     ("cpu_share", .double(three.cpuShare)), ("bytes_per_s", .double(three.achievedBytesPerSecond)),
                     ("frames", .int(three.frames)), ("streams", .int(3)),
                 ]))
+        let floor = await AsyncStreamFloorRow.measure(streams: 3, seconds: quick ? 1 : 10)
+        rows.append(
+            BenchRow.info(
+                figure: "2. for comparison: 3 plain AsyncStreams, same events and rate, no SDK",
+                measured: String(format: "%.2f %% (process)", floor * 100),
+                values: [("cpu_share", .double(floor)), ("streams", .int(3))]))
         return rows
     }
 }

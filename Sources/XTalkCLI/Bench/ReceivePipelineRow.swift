@@ -239,3 +239,56 @@ enum StreamCPURow {
         var outOfOrder = 0
     }
 }
+
+/// The same events at the same rate through plain `AsyncStream`s with no SDK
+/// and no simulator: what Swift's runtime alone costs to hand them to
+/// main-actor readers. `AsyncStream`'s iterator runs its producer off the
+/// actor, so each element read from the main actor takes a hop there and
+/// back; an SDK stream cannot cost less than this.
+enum AsyncStreamFloorRow {
+    /// A `+DI:` line carrying a 64-byte payload, as the simulated radio
+    /// writes it: about 55 bytes of fields, 128 hex digits, CR LF.
+    static let lineBytes = 185.0
+    /// Each frame is two events: its `.atLine` and its `.diPayload`.
+    static let eventsPerFrame = 2.0
+
+    /// Process CPU share while `streams` readers take every event.
+    @MainActor
+    static func measure(streams: Int, seconds: Double) async -> Double {
+        let framesPerSecond = StreamCPURow.bytesPerSecond / lineBytes
+        let perInterval = framesPerSecond * eventsPerFrame * Measure.seconds(StreamCPURow.interval)
+        let pairs = (0..<streams).map { _ in AsyncStream<XTalkBleEvent>.makeStream() }
+        let readers = pairs.map { pair in
+            Task { @MainActor in
+                var count = 0
+                for await _ in pair.stream { count += 1 }
+                return count
+            }
+        }
+        let event = XTalkBleEvent.atLine("+DI:cnt=1,len=64,slot=0,snr=0,rssi=-80,txp=20,data=00")
+        // One wake-up per connection interval, on the main queue (the cheapest
+        // real-clock wake-up there is), carrying that interval's events.
+        let timer = DispatchSource.makeTimerSource(queue: .main)
+        var owed = 0.0
+        timer.setEventHandler {
+            owed += perInterval
+            while owed >= 1 {
+                for pair in pairs { pair.continuation.yield(event) }
+                owed -= 1
+            }
+        }
+        let interval = Int(StreamCPURow.interval.components.attoseconds / 1_000_000_000)
+        timer.schedule(deadline: .now(), repeating: .nanoseconds(interval), leeway: .nanoseconds(0))
+        timer.activate()
+        try? await Task.sleep(for: .milliseconds(500))  // warm-up
+        let start = ContinuousClock.now
+        let cpuStart = Measure.processCPU()
+        try? await Task.sleep(for: .seconds(seconds))
+        let cpu = Measure.seconds(Measure.processCPU() - cpuStart)
+        let wall = Measure.seconds(ContinuousClock.now - start)
+        timer.cancel()
+        for pair in pairs { pair.continuation.finish() }
+        for reader in readers { _ = await reader.value }
+        return cpu / wall
+    }
+}
