@@ -68,7 +68,7 @@ let package = Package(
             name: "XTalkCrypto",
             dependencies: [.target(name: "XTalkLibCrypto", condition: onLinux)] + standIns("CryptoKit", "Security")
         ),
-        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"] + standIns("Combine")),
+        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"] + standIns("Combine", "os")),
         .target(
             name: "XTalkSimulator",
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]

@@ -502,6 +502,9 @@ private final class RecordChecker {
             .sorted { $0.1 > $1.1 }
         for (wire, _) in written {
             if command.text.utf8.count > wire.text.utf8.count, command.text.hasSuffix(wire.text) {
+                // The device read this whole line behind a remnant: it is one of the
+                // whole lines of its text, so the next command of that text is the next one.
+                processedCount["\(command.connection)|" + wire.text, default: 0] += 1
                 return (wire, .damaged)
             }
             if !command.text.isEmpty, command.text.utf8.count < wire.text.utf8.count, wire.text.hasPrefix(command.text)
@@ -615,7 +618,9 @@ private final class RecordChecker {
                 return .excused("late reply")
             }
             // The device's ERROR to the line behind the remnant the client wrote in the wrong encoding.
-            if let own, own.1 == .damaged, let ownAnswer, responseLines(ownAnswer, for: wire.text) == lines,
+            // (Its echo, if the firmware echoes, is the damaged line the device received.)
+            if let own, own.1 == .damaged, let ownAnswer,
+                responseLines(ownAnswer, for: wire.text) == lines || responseLines(ownAnswer, for: own.0.text) == lines,
                 remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text)
             {
                 return .excused("damaged by a wrong-encoding remnant")

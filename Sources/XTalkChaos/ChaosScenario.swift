@@ -414,6 +414,7 @@ package final class ChaosScenario {
         transport.encodingChanged = { [unowned self] encoding in self.setEncoding(encoding, byApp: false) }
         let authenticator = XTalkDeviceAuthenticator(transport: transport)
         authenticator.skipsSignatureCheck = faults.skipsSignatureCheck
+        authenticator.logHandler = { _ in }  // the simulator signs with the development key, as expected
         self.authenticator = authenticator
         return authenticator
     }

@@ -17,6 +17,27 @@ enum AuthenticationReplies {
         return nil
     }
 
+    /// What a probe's lines say.
+    enum ProbeOutcome: Equatable {
+        /// `+AUTH:0` or `+AUTH:1` then `OK`: whether a challenge is required.
+        case answered(required: Bool)
+        /// A final result code (`OK`, `ERROR`, `+CME ERROR:`, `+ERR:`) but no
+        /// such answer: the encoding is right and the device refuses (firmware
+        /// without authentication).
+        case refused
+        /// Garbage, silence or half a reply: the probe may have used the wrong encoding.
+        case ambiguous
+    }
+
+    static func probeOutcome(_ lines: [String]) -> ProbeOutcome {
+        if let required = probe(lines) { return .answered(required: required) }
+        let final = lines.contains { line in
+            same(line, "OK") || same(line, "ERROR") || rest(line, after: "+CME ERROR:") != nil
+                || rest(line, after: "+ERR:") != nil
+        }
+        return final ? .refused : .ambiguous
+    }
+
     struct ChallengeReply: Equatable {
         /// The identifier the device signed, as it reported it.
         let deviceID: UInt32

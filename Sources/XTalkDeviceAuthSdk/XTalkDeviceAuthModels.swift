@@ -1,33 +1,63 @@
 import Foundation
 
 /// Why authentication failed. Every failure publishes `.failed(error)` and
-/// throws the same error.
+/// throws the same error. Each case says when the SDK produces it and what an
+/// app should do.
+///
+/// Challenge failures are of two kinds. Retryable ones (a timeout, a reply
+/// without `+CHAL:`, a malformed `+CHAL:` line, `+CHAL:ERR`) are retried up
+/// to `maxChallengeAttempts` (the state shows each attempt) and end in
+/// `.challengeRetryExhausted`; with one attempt, the failure itself is thrown.
+/// Deterministic ones (a signature of the wrong length, one no trusted anchor
+/// verifies, an identity other than the signed one) are thrown at once, as
+/// themselves: a retry would give the same answer.
 public enum XTalkDeviceAuthError: Error, Equatable, Hashable, Sendable {
-    /// Another authentication of this authenticator is active.
+    /// Another authentication of this authenticator is active (it goes on).
+    /// Wait for it, or `cancel()` it first.
     case busy
-    /// A configuration value is not greater than zero (or no trust anchor is given).
+    /// A configuration value is not greater than zero, the trust anchor list
+    /// is empty, or a declared anchor (Info.plist `XTalkTrustAnchors`) is not
+    /// a valid key. Thrown before any I/O. A programming error: fix the app.
     case invalidConfiguration
-    /// The transport cannot run commands (not connected, not ready, failed write).
+    /// The transport cannot run commands (not connected, not ready, a failed
+    /// write). Reconnect, wait for `atReady`, then authenticate again.
     case transportUnavailable
-    /// The named command was not answered in time (`AT+AUTH?`, `AT+CHAL`, `AT+ID?`).
+    /// The named command was not answered in time: `AT+AUTH?` in neither
+    /// encoding (not an xTalk radio, or its firmware does not respond),
+    /// `AT+ID?`, or `AT+CHAL` when only one attempt is allowed. Retry once the
+    /// link is good; if it persists, the device is not usable.
     case commandTimedOut(String)
-    /// The platform's secure random generator failed to produce a nonce.
+    /// The platform's secure random generator failed to produce a nonce. The
+    /// platform is broken: do not retry in a loop.
     case secureRandomUnavailable
-    /// The device rejected the challenge (`+CHAL:ERR`).
+    /// The device refused authentication: it answered the probe `AT+AUTH?`
+    /// with an error instead of `+AUTH:` (its firmware has no authentication;
+    /// not retried), or a challenge with `+CHAL:ERR` (thrown when only one
+    /// attempt is allowed; retried otherwise). Treat the device as untrusted.
     case invalidChallenge
-    /// The challenge's response held no `+CHAL:` line.
+    /// A challenge's response held no `+CHAL:` line (thrown when only one
+    /// attempt is allowed; retried otherwise).
     case challengeMissing
-    /// The `+CHAL:` line is not `<8 hex id>,<hex signature>`.
+    /// A `+CHAL:` line is not `<8 hex id>,<hex signature>` (thrown when only
+    /// one attempt is allowed; retried otherwise).
     case malformedChallengeReply
-    /// The signature has this many bytes instead of 64.
+    /// The signature has this many bytes instead of 64. Not retried: the
+    /// device or its firmware is not genuine. Reject it.
     case invalidSignatureLength(Int)
-    /// The signature does not verify under any trust anchor.
+    /// The signature does not verify under any trusted anchor. Not retried:
+    /// the device holds no key you trust (an impostor, or a device signed by
+    /// a key your app does not declare). Reject it.
     case signatureVerificationFailed
-    /// Every challenge attempt failed (timeouts, missing, malformed or rejected replies).
+    /// Every challenge attempt failed with a retryable failure (timeouts,
+    /// missing, malformed or rejected replies). Usually the link: retry later.
     case challengeRetryExhausted
-    /// The identity reply is malformed or disagrees with itself or with the signed identifier.
+    /// The identity reply is malformed or disagrees with itself, the device
+    /// signed another identifier than the one it reports, or (with
+    /// `expectedDeviceID`) it is another device than the expected one
+    /// (`XTalkDeviceAuthenticator.lastUnexpectedIdentity` then names it).
+    /// Reject the device.
     case invalidDeviceIdentity
-    /// `cancel()` or task cancellation ended the authentication.
+    /// `cancel()`, `reset()` or task cancellation ended the authentication.
     case cancelled
 }
 
@@ -127,10 +157,18 @@ public struct XTalkDeviceAuthConfiguration: Sendable, Hashable {
     public var identityTimeoutMs: Int
     /// Challenge attempts before `.challengeRetryExhausted`.
     public var maxChallengeAttempts: Int
-    /// The keys whose signatures are trusted (default: the development anchor).
-    public var trustAnchors: [XTalkTrustAnchor]
+    /// The keys whose signatures are trusted. Nil (the default): the anchors
+    /// the app declares (`XTalkTrustAnchors`: in code or in Info.plist), or,
+    /// with none declared, the development anchor (see `XTalkTrustAnchors`
+    /// for the rule). An empty list is `.invalidConfiguration`.
+    public var trustAnchors: [XTalkTrustAnchor]?
     /// When to run the challenge (default: when the device requires it).
     public var challengePolicy: XTalkChallengePolicy
+    /// The device this authentication expects (e.g. the identifier
+    /// authenticated before a reconnect). A device that proves another
+    /// identity fails with `.invalidDeviceIdentity`, and the authenticator's
+    /// `lastUnexpectedIdentity` tells which device it was. Nil: any device.
+    public var expectedDeviceID: UInt32?
 
     public init(
         probeTimeoutMs: Int = 800,
@@ -138,8 +176,9 @@ public struct XTalkDeviceAuthConfiguration: Sendable, Hashable {
         challengeTimeoutMs: Int = 4_000,
         identityTimeoutMs: Int = 4_000,
         maxChallengeAttempts: Int = 3,
-        trustAnchors: [XTalkTrustAnchor] = [.development],
-        challengePolicy: XTalkChallengePolicy = .whenRequired
+        trustAnchors: [XTalkTrustAnchor]? = nil,
+        challengePolicy: XTalkChallengePolicy = .whenRequired,
+        expectedDeviceID: UInt32? = nil
     ) {
         self.probeTimeoutMs = probeTimeoutMs
         self.strictProbeTimeoutMs = strictProbeTimeoutMs
@@ -148,11 +187,12 @@ public struct XTalkDeviceAuthConfiguration: Sendable, Hashable {
         self.maxChallengeAttempts = maxChallengeAttempts
         self.trustAnchors = trustAnchors
         self.challengePolicy = challengePolicy
+        self.expectedDeviceID = expectedDeviceID
     }
 
     var isValid: Bool {
         [probeTimeoutMs, strictProbeTimeoutMs, challengeTimeoutMs, identityTimeoutMs, maxChallengeAttempts]
-            .allSatisfy { $0 > 0 } && !trustAnchors.isEmpty
+            .allSatisfy { $0 > 0 } && trustAnchors?.isEmpty != true
     }
 }
 
@@ -163,11 +203,24 @@ public struct XTalkDeviceAuthResult: Sendable, Hashable {
     public let encoding: DeviceAuthAtEncoding
     /// Whether a challenge was performed and verified.
     public let didRequireChallenge: Bool
+    /// The anchor whose key verified the challenge's signature; nil when no
+    /// challenge ran. `.development` means the device proved only the
+    /// development key, which anyone can read in the simulator's source: trust
+    /// it in development builds only (see `XTalkTrustAnchors`).
+    public let verifiedBy: XTalkTrustAnchor?
 
     public init(identity: XTalkDeviceIdentity, encoding: DeviceAuthAtEncoding, didRequireChallenge: Bool) {
+        self.init(identity: identity, encoding: encoding, didRequireChallenge: didRequireChallenge, verifiedBy: nil)
+    }
+
+    public init(
+        identity: XTalkDeviceIdentity, encoding: DeviceAuthAtEncoding, didRequireChallenge: Bool,
+        verifiedBy: XTalkTrustAnchor?
+    ) {
         self.identity = identity
         self.encoding = encoding
         self.didRequireChallenge = didRequireChallenge
+        self.verifiedBy = verifiedBy
     }
 }
 

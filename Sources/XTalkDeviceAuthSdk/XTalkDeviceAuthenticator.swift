@@ -33,6 +33,23 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     package var skipsSignatureCheck = false
     private let randomBytes: @Sendable (Int) throws -> [UInt8]
     private var active: Session?
+    /// The encoding this authenticator's last probe found: probed first next time.
+    private var lastFoundEncoding: DeviceAuthAtEncoding?
+    /// Where the development-anchor warning has been given (once per authenticator).
+    private var warnedAboutDevelopmentAnchor = false
+    /// The bundle whose Info.plist declares anchors (tests use their own).
+    private let bundle: Bundle
+
+    /// Receives the authenticator's warnings (e.g. that only the development
+    /// anchor is trusted). Nil: the system log on Apple platforms, standard
+    /// error elsewhere.
+    public var logHandler: (@MainActor (String) -> Void)?
+
+    /// With `expectedDeviceID` set: the verified identity of the last device
+    /// that authenticated correctly but was another than the expected one
+    /// (its authentication failed with `.invalidDeviceIdentity`). Nil after
+    /// any other outcome. Tells "another device" from "the same device back".
+    public private(set) var lastUnexpectedIdentity: XTalkDeviceIdentity?
 
     /// One authentication: its caller's continuation and the task doing the work.
     @MainActor
@@ -44,12 +61,18 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     public init(transport: any DeviceAuthTransport) {
         self.transport = transport
         randomBytes = { count in try SecureRandom.bytes(count: count) }
+        bundle = .main
     }
 
-    /// An authenticator with another nonce source (tests of CSPRNG failure).
-    package init(transport: any DeviceAuthTransport, randomBytes: @escaping @Sendable (Int) throws -> [UInt8]) {
+    /// An authenticator with another nonce source (tests of CSPRNG failure)
+    /// or another bundle's Info.plist.
+    package init(
+        transport: any DeviceAuthTransport, randomBytes: (@Sendable (Int) throws -> [UInt8])? = nil,
+        bundle: Bundle = .main
+    ) {
         self.transport = transport
-        self.randomBytes = randomBytes
+        self.randomBytes = randomBytes ?? { count in try SecureRandom.bytes(count: count) }
+        self.bundle = bundle
     }
 
     /// Probes the encoding, runs the challenge when required (or always, by
@@ -57,20 +80,42 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     /// `.probing`, `.challenging(attempt:maxAttempts:)`, `.readingIdentity`,
     /// `.authenticated(identity)`.
     ///
-    /// When the transport's encoding matches the firmware, this costs three
-    /// command round trips and no fixed waiting windows. Throws
-    /// `.invalidConfiguration` before any I/O, `.busy` while another
-    /// authentication of this instance runs (that one goes on), `.cancelled`
-    /// after `cancel()` or task cancellation, or the failure, which is also
-    /// published as `.failed(error)`.
+    /// The probe order comes from what the authenticator knows, never from
+    /// the transport's initial encoding: first the encoding its last probe
+    /// found, or, on its first run, `.xor` (current firmware's, PROTOCOL.md
+    /// section 8); then the other. Against current firmware this costs three
+    /// command round trips and no fixed waiting windows, whatever encoding the
+    /// transport starts in; against older (plain) firmware, one fast-probe
+    /// window and the channel's drain more, once: the next run probes plain first.
+    ///
+    /// The anchors trusted are the configuration's, or those the app
+    /// declares (`XTalkTrustAnchors`). Throws `.invalidConfiguration` before
+    /// any I/O, `.busy` while another authentication of this instance runs
+    /// (that one goes on), `.cancelled` after `cancel()`, `reset()` or task
+    /// cancellation, or the failure, which is also published as
+    /// `.failed(error)`. `XTalkDeviceAuthError` says what each failure means.
     public func authenticate(
         configuration: XTalkDeviceAuthConfiguration = XTalkDeviceAuthConfiguration()
     ) async throws -> XTalkDeviceAuthResult {
-        guard configuration.isValid else {
-            if active == nil { state = .failed(.invalidConfiguration) }
-            throw XTalkDeviceAuthError.invalidConfiguration
+        let anchors: [XTalkTrustAnchor]
+        do throws(XTalkDeviceAuthError) {
+            guard configuration.isValid else { throw .invalidConfiguration }
+            let resolved = try XTalkTrustAnchors.resolve(configuration, bundle: bundle)
+            anchors = resolved.anchors
+            if resolved.source == .developmentDefault { warnAboutDevelopmentAnchor() }
+        } catch {
+            if active == nil {
+                if error == .invalidConfiguration, configuration.isValid {
+                    warn(
+                        "Info.plist \(XTalkTrustAnchors.infoPlistKey) is not a non-empty array of Ed25519 public keys "
+                            + "(32 bytes, base64 or 64 hex digits, or \"development\")")
+                }
+                state = .failed(error)
+            }
+            throw error
         }
         guard active == nil else { throw XTalkDeviceAuthError.busy }
+        lastUnexpectedIdentity = nil
         let session = Session()
         active = session
         return try await withTaskCancellationHandler {
@@ -80,7 +125,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
                 session.task = Task { @MainActor in
                     let outcome: Result<XTalkDeviceAuthResult, XTalkDeviceAuthError>
                     do throws(XTalkDeviceAuthError) {
-                        outcome = .success(try await self.run(configuration, session))
+                        outcome = .success(try await self.run(configuration, anchors: anchors, session))
                     } catch {
                         outcome = .failure(error)
                     }
@@ -97,6 +142,33 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     public func cancel() {
         guard let active else { return }
         finish(active, .failure(.cancelled))
+    }
+
+    /// Returns the authenticator to `.idle`: an active authentication ends
+    /// with `.cancelled`, and a finished one's `.authenticated`, `.failed` or
+    /// `.cancelled` state is cleared. Call it when the link is lost (the
+    /// identity proved belongs to a connection that is gone) and before
+    /// authenticating another device. The encoding it found last is kept.
+    public func reset() {
+        if let active { finish(active, .failure(.cancelled)) }
+        lastUnexpectedIdentity = nil
+        state = .idle
+    }
+
+    private func warnAboutDevelopmentAnchor() {
+        guard !warnedAboutDevelopmentAnchor else { return }
+        warnedAboutDevelopmentAnchor = true
+        warn(
+            "no trust anchors declared (Info.plist \(XTalkTrustAnchors.infoPlistKey) or XTalkTrustAnchors.declared): "
+                + "trusting the development anchor, whose private key is public; declare your production anchors")
+    }
+
+    private func warn(_ message: String) {
+        if let logHandler {
+            logHandler(message)
+        } else {
+            AuthLog.warning(message)
+        }
     }
 
     /// Completes a session exactly once: publishes its outcome and resumes its caller.
@@ -121,54 +193,92 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
 
     // MARK: The flow
 
-    private func run(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
+    private func run(
+        _ configuration: XTalkDeviceAuthConfiguration, anchors: [XTalkTrustAnchor], _ session: Session
+    )
         async throws(XTalkDeviceAuthError)
         -> XTalkDeviceAuthResult
     {
         try publish(.probing, session)
-        let (encoding, required) = try await probe(configuration)
-        var signedDeviceID: UInt32?
+        let (encoding, required) = try await probe(configuration, session)
+        var signed: (deviceID: UInt32, anchor: XTalkTrustAnchor)?
         if required || configuration.challengePolicy == .always {
-            signedDeviceID = try await challenge(configuration, session)
+            signed = try await challenge(configuration, anchors: anchors, session)
         }
         try publish(.readingIdentity, session)
-        let identity = try await readIdentity(configuration, signedDeviceID: signedDeviceID)
-        return XTalkDeviceAuthResult(identity: identity, encoding: encoding, didRequireChallenge: signedDeviceID != nil)
+        let identity = try await readIdentity(configuration, signedDeviceID: signed?.deviceID)
+        return XTalkDeviceAuthResult(
+            identity: identity, encoding: encoding, didRequireChallenge: signed != nil, verifiedBy: signed?.anchor)
     }
 
+    /// The encoding to probe first: the one found last, else current firmware's.
+    private var firstProbeEncoding: DeviceAuthAtEncoding { lastFoundEncoding ?? .xor }
+
     /// Finds the firmware's encoding with `AT+AUTH?`: fast probes (complete at
-    /// `OK`) in the current encoding, then the other; if both are ambiguous,
-    /// strict full-window probes in the other encoding, then the current. The
-    /// transport leaves the channel clean after an ambiguous probe.
-    private func probe(_ configuration: XTalkDeviceAuthConfiguration) async throws(XTalkDeviceAuthError)
+    /// `OK`) in the first encoding (`firstProbeEncoding`), then the other; if
+    /// both are ambiguous, strict full-window probes in the other encoding,
+    /// then the first. The transport leaves the channel clean after an
+    /// ambiguous probe. A probe answered with a final result code but no
+    /// `+AUTH:` answer is not ambiguous: asked once more in that encoding,
+    /// strictly (a damaged line is answered `ERROR` too), a second such answer
+    /// means the device refuses authentication.
+    private func probe(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
+        async throws(XTalkDeviceAuthError)
         -> (DeviceAuthAtEncoding, required: Bool)
     {
-        let current = transport.atEncoding
-        let other: DeviceAuthAtEncoding = current == .plain ? .xor : .plain
+        let first = firstProbeEncoding
+        let other: DeviceAuthAtEncoding = first == .plain ? .xor : .plain
         let probes: [(DeviceAuthAtEncoding, DeviceAuthResponseMode, Int)] = [
-            (current, .automatic, configuration.probeTimeoutMs),
+            (first, .automatic, configuration.probeTimeoutMs),
             (other, .automatic, configuration.probeTimeoutMs),
             (other, .recoverableEncodingProbe, configuration.strictProbeTimeoutMs),
-            (current, .recoverableEncodingProbe, configuration.strictProbeTimeoutMs),
+            (first, .recoverableEncodingProbe, configuration.strictProbeTimeoutMs),
         ]
-        for (encoding, mode, timeout) in probes {
+        var refused = false
+        var index = 0
+        while index < probes.count {
+            var (encoding, mode, timeout) = probes[index]
+            if refused {
+                // The retry after a refusal: the full window, and a clean channel after it, since a
+                // damaged line may have split into two, each answered (a late proper answer may follow).
+                (mode, timeout) = (.recoverableEncodingProbe, configuration.strictProbeTimeoutMs)
+            }
+            // A cancelled authentication leaves the transport's encoding alone.
+            guard active === session, !Task.isCancelled else { throw .cancelled }
             // Set it even when it looks current: an adapter's reported encoding may lag its connection's.
             transport.setAtEncoding(encoding)
-            if case .lines(let lines) = try await send("AT+AUTH?", timeoutMs: timeout, log: true, mode: mode),
-                let required = AuthenticationReplies.probe(lines)
-            {
+            guard case .lines(let lines) = try await send("AT+AUTH?", timeoutMs: timeout, log: true, mode: mode)
+            else {
+                index += 1
+                continue
+            }
+            switch AuthenticationReplies.probeOutcome(lines) {
+            case .answered(let required):
+                lastFoundEncoding = encoding
                 return (encoding, required)
+            case .refused:
+                // The encoding is right. A line damaged on its way (e.g. behind a
+                // remnant of a command written in the wrong encoding) is answered
+                // ERROR too: asked once more, a second refusal is the firmware's answer.
+                lastFoundEncoding = encoding
+                if refused { throw .invalidChallenge }
+                refused = true
+            case .ambiguous:
+                index += 1
             }
         }
         throw .commandTimedOut("AT+AUTH?")
     }
 
     /// Runs challenge attempts until one verifies. Timeouts, missing,
-    /// malformed and rejected replies are retried; a signature that does not
-    /// verify is not. Returns the identifier the device signed.
-    private func challenge(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
+    /// malformed and rejected replies are retried; a signature of the wrong
+    /// length or one that does not verify is not. Returns the identifier the
+    /// device signed and the anchor that verified it.
+    private func challenge(
+        _ configuration: XTalkDeviceAuthConfiguration, anchors: [XTalkTrustAnchor], _ session: Session
+    )
         async throws(XTalkDeviceAuthError)
-        -> UInt32
+        -> (deviceID: UInt32, anchor: XTalkTrustAnchor)
     {
         let attempts = configuration.maxChallengeAttempts
         var lastFailure = XTalkDeviceAuthError.challengeMissing
@@ -190,25 +300,29 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
                 continue
             }
             switch AuthenticationReplies.challenge(lines) {
+            case .failure(.invalidSignatureLength(let count)):
+                throw .invalidSignatureLength(count)  // deterministic: a retry gets the same
             case .failure(let failure):
                 lastFailure = failure
             case .success(let signed):
                 let message = AuthenticationReplies.signedMessage(nonce: nonce, deviceID: signed.deviceID)
-                guard skipsSignatureCheck || Self.verify(signed.signature, message, anchors: configuration.trustAnchors)
-                else {
+                if skipsSignatureCheck { return (signed.deviceID, anchors[0]) }
+                guard let anchor = Self.verifyingAnchor(signed.signature, message, anchors: anchors) else {
                     throw .signatureVerificationFailed
                 }
-                return signed.deviceID
+                return (signed.deviceID, anchor)
             }
         }
         // A single attempt reports its own failure; exhausted retries say so.
         throw attempts == 1 ? lastFailure : .challengeRetryExhausted
     }
 
-    /// True when the signature verifies under one of the anchors. A backend
-    /// that cannot verify fails closed.
-    static func verify(_ signature: [UInt8], _ message: [UInt8], anchors: [XTalkTrustAnchor]) -> Bool {
-        anchors.contains { anchor in
+    /// The first anchor under which the signature verifies, if any. A
+    /// backend that cannot verify fails closed.
+    static func verifyingAnchor(_ signature: [UInt8], _ message: [UInt8], anchors: [XTalkTrustAnchor])
+        -> XTalkTrustAnchor?
+    {
+        anchors.first { anchor in
             guard let key = try? Ed25519PublicKey(rawRepresentation: Array(anchor.rawRepresentation)) else {
                 return false
             }
@@ -233,9 +347,14 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         if let signedDeviceID, XTalkDeviceIDCodec.canonicalize(signedDeviceID) != canonical {
             throw .invalidDeviceIdentity
         }
-        return XTalkDeviceIdentity(
+        let verified = XTalkDeviceIdentity(
             deviceID: canonical, did: "did:xtalk:" + XTalkDeviceIDCodec.hex8(canonical),
             serial: identity.serial, source: identity.source)
+        if let expected = configuration.expectedDeviceID, XTalkDeviceIDCodec.canonicalize(expected) != canonical {
+            lastUnexpectedIdentity = verified
+            throw .invalidDeviceIdentity
+        }
+        return verified
     }
 
     private enum Reply {

@@ -16,9 +16,12 @@ final class AuthHarness {
     private(set) var states: [XTalkDeviceAuthState] = []
     let logs = LogLines()
 
+    /// The authenticator's warnings.
+    private(set) var warnings: [String] = []
+
     init(
         firmware: XTalkSimulatedFirmware = XTalkSimulatedFirmware(), link: XTalkSimulatedLink? = nil,
-        randomBytes: (@Sendable (Int) throws -> [UInt8])? = nil
+        randomBytes: (@Sendable (Int) throws -> [UInt8])? = nil, bundle: Bundle? = nil
     ) {
         var device = XTalkSimulatedDevice(firmware: firmware)
         device.link =
@@ -35,11 +38,13 @@ final class AuthHarness {
             options: XTalkBleClientOptions(
                 logLevel: .debug, logHandler: { _, message in logs.append(message) }))
         transport = XTalkBleAuthTransport(ble: client)
-        if let randomBytes {
-            authenticator = XTalkDeviceAuthenticator(transport: transport, randomBytes: randomBytes)
+        if randomBytes != nil || bundle != nil {
+            authenticator = XTalkDeviceAuthenticator(
+                transport: transport, randomBytes: randomBytes, bundle: bundle ?? .main)
         } else {
             authenticator = XTalkDeviceAuthenticator(transport: transport)
         }
+        authenticator.logHandler = { [weak self] message in self?.warnings.append(message) }
     }
 
     var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }

@@ -155,6 +155,55 @@ struct SeedSessionTests {
         #expect(clock.pendingTimerCount == 0)
     }
 
+    /// Seed 002's session, verbatim, authenticating once connected: the
+    /// commands the device processed and the virtual time it took.
+    static func authenticateVerbatim(_ firmware: XTalkSimulatedFirmware) async throws
+        -> (commands: [String], took: Duration, encoding: XTalkAtEncoding)
+    {
+        let clock = XTalkVirtualClock()
+        var device = XTalkSimulatedDevice(firmware: firmware)
+        device.link.connectionInterval = .milliseconds(7.5)
+        let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
+        let session = await environment.runAsPlatformBluetooth { XTalkSdkSession() }
+        defer { session.close() }
+        session.startScan()
+        for _ in 0..<200 where session.ble.scanResults.isEmpty { await clock.advance(by: .milliseconds(5)) }
+        session.connect(try #require(session.ble.scanResults.first))
+        for _ in 0..<2_000 where !session.ble.atReady { await clock.advance(by: .milliseconds(1)) }
+        let before = environment.peripherals[0].processedCommands.count
+        let start = clock.elapsed
+        session.authenticateConnectedDevice()
+        for _ in 0..<5_000 where session.authenticatedIdentity == nil && session.lastError == nil {
+            await clock.advance(by: .milliseconds(1))
+        }
+        #expect(session.lastError == nil)
+        #expect(session.authenticatedIdentity?.did == "did:xtalk:B5803039")
+        let commands = environment.peripherals[0].processedCommands[before...].map {
+            $0.hasPrefix("AT+CHAL=") ? "AT+CHAL=…" : $0
+        }
+        return (commands, clock.elapsed - start, session.ble.atEncoding)
+    }
+
+    @Test("seed 002 verbatim, default device: authenticated in three round trips (issue 15)")
+    func threeRoundTrips() async throws {
+        let outcome = try await Self.authenticateVerbatim(XTalkSimulatedFirmware())
+        #expect(outcome.commands == ["AT+AUTH?", "AT+CHAL=…", "AT+ID?"])
+        // Three round trips on a 7.5 ms link take about 45 ms (plus the 1 ms sampling here);
+        // the guide's adapter used to cost a whole 800 ms probe window first.
+        #expect(outcome.took < .milliseconds(100), "took \(outcome.took)")
+        #expect(outcome.encoding == .xor)
+    }
+
+    @Test("seed 002 verbatim, plain (older) device: within one probe window and a drain more (issue 15)")
+    func plainDevice() async throws {
+        var firmware = XTalkSimulatedFirmware()
+        firmware.encoding = .plain
+        let outcome = try await Self.authenticateVerbatim(firmware)
+        let probeWindow = Duration.milliseconds(XTalkDeviceAuthConfiguration().probeTimeoutMs)
+        #expect(outcome.took < probeWindow + .milliseconds(150) + .milliseconds(100), "took \(outcome.took)")
+        #expect(outcome.encoding == .plain)
+    }
+
     @Test("Bluetooth off: Scan tapped twice sets lastError both times (issue 14)")
     func scanRetryWhileOff() async {
         let clock = XTalkVirtualClock()

@@ -248,6 +248,10 @@ final class DeviceSession {
     /// Authenticates the device; also how the AT encoding is found.
     func authenticate(policy: XTalkChallengePolicy = .whenRequired) async throws(CLIError) -> XTalkDeviceAuthResult {
         let authenticator = XTalkDeviceAuthenticator(transport: ClientAuthTransport(ble: client))
+        // Simulated devices sign with the development key: expected there, a warning on real radios.
+        authenticator.logHandler = { [printer, context, simulated = environment != nil] message in
+            if simulated { printer.trace(message) } else { context.writeError("xtalk: warning: " + message) }
+        }
         do {
             return try await authenticator.authenticate(
                 configuration: XTalkDeviceAuthConfiguration(challengePolicy: policy))
