@@ -22,7 +22,7 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
 /// public-API link configurations and three of the write pump alone, two
 /// chunk sizes × two figures, two transaction figures, four authentication
 /// figures, two memory figures and the scale figure.
-private let expectedRowsPerFigure: [String: Int] = ["1": 7, "2": 6, "3": 2, "4": 4, "5": 2, "6": 1]
+private let expectedRowsPerFigure: [String: Int] = ["1": 7, "2": 6, "3": 2, "4": 5, "5": 2, "6": 1]
 
 /// What a row's JSON says, checked for consistency: a row with a target has
 /// `passed` and the matching result; an info row has neither.
@@ -93,7 +93,7 @@ struct BenchTests {
             let ratio = try #require(row["ratio"] as? Double)
             #expect(ratio > 0.5 && ratio <= 1.0001, "link utilisation \(ratio)")
         }
-        let trips = rows.first { $0["figure"] as? String == "4. authentication, happy path: round trips" }
+        let trips = rows.first { $0["figure"] as? String == "4. authentication with the guide's adapter: round trips" }
         #expect(trips?["round_trips"] as? Int == 3)
     }
 
@@ -102,15 +102,23 @@ struct BenchTests {
         let first = await xtalkRealTime(["bench", "--deterministic", "--quick", "--json"])
         #expect(first.code == 0, "\(first.stderr)")
         let rows = first.records(ofType: "bench")
-        #expect(rows.count == 9)
+        #expect(rows.count == 10)
         #expect(rows.allSatisfy { $0["deterministic"] as? Bool == true && $0["result"] as? String == "PASS" })
-        // The limits come from the design, not from the run: the wrong-encoding
-        // authentication is bounded by the 800 ms probe window, the 150 ms drain
+        // The limits come from the design, not from the run: the first run against
+        // plain firmware is bounded by the 800 ms probe window, the 150 ms drain
         // and three round trips of two 15 ms connection intervals each.
-        let wrong = try #require(rows.first { $0["figure"] as? String == "4. authentication, wrong starting encoding" })
-        #expect(wrong["limit_ms"] as? Double == Double(800 + 150 + 3 * 30))
-        let happy = try #require(rows.first { $0["figure"] as? String == "4. authentication, happy path: round trips" })
-        #expect(happy["limit_ms"] as? Double == Double(3 * 30))
+        let plain = try #require(
+            rows.first { $0["figure"] as? String == "4. authentication, plain (older) firmware, first run" })
+        #expect(plain["limit_ms"] as? Double == Double(800 + 150 + 3 * 30))
+        // The guide's adapter, verbatim: exactly three round trips.
+        for figure in [
+            "4. authentication with the guide's adapter: round trips",
+            "4. authentication, plain firmware, the same authenticator again",
+        ] {
+            let row = try #require(rows.first { $0["figure"] as? String == figure })
+            #expect(row["limit_ms"] as? Double == Double(3 * 30), "\(figure)")
+            #expect(row["round_trips"] as? Int == 3, "\(figure)")
+        }
         let second = await xtalkRealTime(["bench", "--deterministic", "--quick", "--json"])
         #expect(second.out == first.out)
     }
@@ -131,7 +139,7 @@ struct BenchTests {
     func onlySelectsRows() async {
         let result = await xtalkRealTime(["bench", "--quick", "--only", "auth", "--json"])
         let figures = result.records(ofType: "bench").compactMap { $0["figure"] as? String }
-        #expect(figures.count == 4 && figures.allSatisfy { $0.hasPrefix("4.") })
+        #expect(figures.count == 5 && figures.allSatisfy { $0.hasPrefix("4.") })
         let wrong = await xtalkRealTime(["bench", "--only", "pipeline,speed"])
         #expect(wrong.code == 2)
         #expect(wrong.stderr.contains("invalid value 'speed' for --only"))

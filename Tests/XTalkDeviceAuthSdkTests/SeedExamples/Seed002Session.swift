@@ -1,7 +1,9 @@
 // The BLE-to-Auth adapter and the complete session of the customer's
 // end-to-end integration guide (seed 002), exactly as written there except
 // that `import Combine` is left out (and the SwiftUI caller, which needs
-// SwiftUI). SeedSessionTests runs the guide's acceptance sequence with them.
+// SwiftUI). SeedSessionTests runs the guide's acceptance sequence with them;
+// `xtalk bench` authenticates through the same adapter (a symlink to this
+// file in Sources/XTalkCLI/Bench).
 
 import Foundation
 import XTalkBleSdk

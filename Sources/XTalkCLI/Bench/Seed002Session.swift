@@ -1,0 +1,1 @@
+../../../Tests/XTalkDeviceAuthSdkTests/SeedExamples/Seed002Session.swift
