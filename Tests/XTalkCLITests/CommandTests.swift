@@ -101,17 +101,19 @@ struct CommandTests {
         let human = await xtalk(["auth"])
         #expect(human.code == 0)
         #expect(human.stdout.contains("did:xtalk:B5803039"))
-        #expect(human.stdout.contains("challenge verified"))
+        #expect(human.stdout.contains("challenge verified (development anchor)"))
         let json = await xtalk([
             "auth", "--json", "--firmware-encoding", "plain", "--no-challenge", "--address", "C0:FF:EE:00:00:03",
         ])
         let identity = json.records(ofType: "identity").first
         #expect(identity?["encoding"] as? String == "plain")
         #expect(identity?["challenge"] as? Bool == false)
+        #expect(identity?["anchor"] is NSNull, "no challenge, no anchor")
         #expect(identity?["serial"] as? String == "XT2648020001")
         #expect(identity?["source"] as? String == "efuse")
         let always = await xtalk(["auth", "--json", "--no-challenge", "--always-challenge"])
         #expect(always.records(ofType: "identity").first?["challenge"] as? Bool == true)
+        #expect(always.records(ofType: "identity").first?["anchor"] as? String == "development")
     }
 
     @Test("an untrusted key fails authentication with exit 6 and names the error")

@@ -42,15 +42,18 @@ enum Render {
 
     static func identity(_ result: XTalkDeviceAuthResult) -> ([(String, JSONValue)], String) {
         let identity = result.identity
+        // Which anchor verified the device: the development one is worth saying.
+        let anchor = result.verifiedBy.map { $0 == .development ? "development" : "declared" }
         let fields: [(String, JSONValue)] = [
             ("did", .string(identity.did)), ("device_id", .string(XTalkDeviceIDCodec.format(identity.deviceID))),
             ("serial", .string(identity.serial)), ("source", .string(identity.source == .efuseSn ? "efuse" : "sn")),
             ("encoding", .string(result.encoding.rawValue)), ("challenge", .bool(result.didRequireChallenge)),
+            ("anchor", anchor.map { .string($0) } ?? .null),
         ]
         let text =
             "\(identity.did)  serial \(identity.serial) (\(identity.source == .efuseSn ? "eFuse" : "configured"))  "
             + "\(result.encoding.rawValue) encoding  "
-            + "\(result.didRequireChallenge ? "challenge verified" : "no challenge")"
+            + "\(result.didRequireChallenge ? "challenge verified (\(anchor ?? "?") anchor)" : "no challenge")"
         return (fields, text)
     }
 }
