@@ -77,6 +77,13 @@
             case .discovered(let id, let advertisement, let rssi):
                 let peripheral =
                     peripherals[id] ?? CBPeripheral(identifier: id, name: advertisement.localName, manager: manager)
+                if peripherals[id] == nil {
+                    // The flag follows the link's buffer at once, also when a ready callback is lost.
+                    let central = UncheckedBox(self.central)
+                    peripheral.standInSetCanSendWriteWithoutResponseSource {
+                        MainActor.assumeIsolated { central.value.canSendWriteWithoutResponse(id) }
+                    }
+                }
                 peripherals[id] = peripheral
                 var data: [String: Any] = [
                     CBAdvertisementDataServiceUUIDsKey: advertisement.serviceUUIDs.map { CBUUID(string: $0.uuidString) }
@@ -389,3 +396,10 @@
         }
     }
 #endif
+
+/// Carries a main-actor object into a closure that runs on the main actor
+/// (checked there with `MainActor.assumeIsolated`).
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -252,6 +252,13 @@ public struct XTalkSimulatedLink: Sendable {
     /// The BLE module's buffer for device output not yet notified; output
     /// beyond it is dropped (and counted), as a UART bridge drops on overrun.
     public var notificationBufferLimit: Int
+    /// One in this many "ready to send write without response" callbacks
+    /// never arrives, while the credits do come back (seen on iOS 26.4/26.5
+    /// and after backgrounding): 1 loses every one, nil (the default) none.
+    public var lostReadyCallbacksOneIn: Int?
+    /// With a lost ready callback, `canSendWriteWithoutResponse` also stays
+    /// false (although the buffer has room) until the host writes anyway.
+    public var lostReadyCallbackKeepsFlagFalse: Bool
 
     public init(
         mtu: Int = 247,
@@ -264,7 +271,9 @@ public struct XTalkSimulatedLink: Sendable {
         refusesConnection: Bool = false,
         supervisionTimeout: Duration = .zero,
         notificationSplit: XTalkNotificationSplit = .packed,
-        notificationBufferLimit: Int = 16_384
+        notificationBufferLimit: Int = 16_384,
+        lostReadyCallbacksOneIn: Int? = nil,
+        lostReadyCallbackKeepsFlagFalse: Bool = false
     ) {
         self.mtu = mtu
         self.mtuExchangeDelay = mtuExchangeDelay
@@ -277,6 +286,8 @@ public struct XTalkSimulatedLink: Sendable {
         self.supervisionTimeout = supervisionTimeout
         self.notificationSplit = notificationSplit
         self.notificationBufferLimit = notificationBufferLimit
+        self.lostReadyCallbacksOneIn = lostReadyCallbacksOneIn
+        self.lostReadyCallbackKeepsFlagFalse = lostReadyCallbackKeepsFlagFalse
     }
 
     /// An ideal link for benchmarks and fast tests: no latency, MTU 247.

@@ -36,6 +36,8 @@ public final class XTalkSimulatedPeripheral {
     /// Device output bytes lost because no host was subscribed or the
     /// notification buffer overflowed.
     public internal(set) var droppedNotificationBytes = 0
+    /// Ready-to-send callbacks the `lostReadyCallbacksOneIn` fault swallowed.
+    public internal(set) var lostReadyCallbacks = 0
 
     init(id: UUID, device: XTalkSimulatedDevice, environment: XTalkSimulatedEnvironment) {
         self.id = id

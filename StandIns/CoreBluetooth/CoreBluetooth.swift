@@ -246,6 +246,7 @@ open class CBPeripheral: CBPeer {
     private var _state: CBPeripheralState = .disconnected
     private var _services: [CBService]?
     private var _canSendWriteWithoutResponse = false
+    private var _canSendSource: (@Sendable () -> Bool)?
     @_spi(XTalkStandIn) public weak var manager: CBCentralManager?
 
     @_spi(XTalkStandIn) public init(identifier: UUID, name: String?, manager: CBCentralManager) {
@@ -261,7 +262,10 @@ open class CBPeripheral: CBPeer {
     /// [A cbperipheral/services] Nil until discovered.
     open var services: [CBService]? { lock.withLock { _services } }
     /// [A cbperipheral/cansendwritewithoutresponse] iOS 11.
-    open var canSendWriteWithoutResponse: Bool { lock.withLock { _canSendWriteWithoutResponse } }
+    open var canSendWriteWithoutResponse: Bool {
+        let (stored, source) = lock.withLock { (_canSendWriteWithoutResponse, _canSendSource) }
+        return source?() ?? stored
+    }
 
     /// [A cbperipheral/readrssi()]
     open func readRSSI() {}
@@ -326,6 +330,14 @@ open class CBPeripheral: CBPeer {
 
     @_spi(XTalkStandIn) public func standInSetCanSendWriteWithoutResponse(_ value: Bool) {
         lock.withLock { _canSendWriteWithoutResponse = value }
+    }
+
+    /// A model whose flag follows its buffer at any moment, as CoreBluetooth's
+    /// does (read on the queue that reads the flag).
+    @_spi(XTalkStandIn) public func standInSetCanSendWriteWithoutResponseSource(
+        _ source: (@Sendable () -> Bool)?
+    ) {
+        lock.withLock { _canSendSource = source }
     }
 }
 

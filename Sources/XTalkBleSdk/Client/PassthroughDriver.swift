@@ -33,6 +33,13 @@ final class PassthroughDriver {
     private(set) var lastLine: String?
     private(set) var lastFrame: (payload: Data, meta: XTalkDiMeta)?
     private var framesQueued = 0
+    /// Writes without response blocked on the platform's flag: since when, and
+    /// the timer that re-polls it (the "ready" callback can go missing).
+    private var blockedSince: Duration?
+    private var readyPoll: TimerToken?
+    private let writeReadyTimeout: Duration
+    /// How often a blocked pump re-reads `canSendWriteWithoutResponse`.
+    static let readyPollInterval = Duration.milliseconds(10)
 
     init(
         client: XTalkBleClient, peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding,
@@ -47,6 +54,7 @@ final class PassthroughDriver {
         channel = AtChannelStateMachine(encoding: encoding)
         channel.faults = faults
         pump = PassthroughWritePump(writeType: writeType)
+        writeReadyTimeout = client.options.writeReadyTimeout
     }
 
     private var scheduler: any TimerScheduling { backend.scheduler }
@@ -91,6 +99,8 @@ final class PassthroughDriver {
         for token in timers.values { scheduler.cancel(token) }
         timers.removeAll()
         timerDeadlines.removeAll()
+        if let readyPoll { scheduler.cancel(readyPoll) }
+        readyPoll = nil
         // Defensive: the machine fails every request it knows; nothing may stay suspended.
         let stranded = waiters.values
         waiters.removeAll()
@@ -181,16 +191,43 @@ final class PassthroughDriver {
         pumpWrites()
     }
 
-    /// Hands chunks to the backend while its flow control allows.
+    /// Hands chunks to the backend while its flow control allows. Without
+    /// response, a pump blocked on the platform's flag re-polls it every
+    /// `readyPollInterval` (the "ready" callback can go missing) and, blocked
+    /// for `writeReadyTimeout`, writes the next chunk anyway.
     func pumpWrites() {
         guard isOpen else { return }
         let type = pump.writeType
         while true {
             let maximum = backend.maximumWriteValueLength(for: type, of: peripheral)
-            let canSend = type == .withoutResponse ? backend.canSendWriteWithoutResponse(peripheral) : true
-            guard let chunk = pump.nextChunk(maximumLength: maximum, canSend: canSend) else { return }
+            var canSend = type == .withoutResponse ? backend.canSendWriteWithoutResponse(peripheral) : true
+            if !canSend, let since = blockedSince, scheduler.elapsed - since >= writeReadyTimeout {
+                client?.log(
+                    .warning, "no room to write without response for \(writeReadyTimeout): writing anyway")
+                canSend = true
+            }
+            guard let chunk = pump.nextChunk(maximumLength: maximum, canSend: canSend) else { break }
+            blockedSince = nil
             backend.writeValue(chunk.bytes, for: tx, of: peripheral, type: type)
             for completed in chunk.completes { lineWritten(completed, failure: nil) }
+        }
+        // Without response, bytes still queued mean the flag said no.
+        guard type == .withoutResponse, pump.isBusy, isOpen else {
+            blockedSince = nil
+            if let readyPoll { scheduler.cancel(readyPoll) }
+            readyPoll = nil
+            return
+        }
+        let since = blockedSince ?? scheduler.elapsed
+        blockedSince = since
+        guard readyPoll == nil else { return }
+        let untilBound = since + writeReadyTimeout - scheduler.elapsed
+        readyPoll = scheduler.schedule(after: max(.zero, min(Self.readyPollInterval, untilBound))) {
+            [weak self] in
+            guard let self, self.isOpen else { return }
+            self.readyPoll = nil
+            self.pumpWrites()
+            self.client?.commit()
         }
     }
 

@@ -32,16 +32,24 @@ public struct XTalkBleClientOptions: Sendable {
     /// Where log records go; nil: the system log on Apple platforms (`os.Logger`, subsystem
     /// "com.xtalk.sdk", category "ble"), nowhere elsewhere.
     public var logHandler: XTalkLogHandler?
+    /// Writes without response wait while the platform says it has no room
+    /// (`canSendWriteWithoutResponse` false) for its "ready" callback; since
+    /// that callback can go missing on real phones, the client re-polls the
+    /// flag every 10 ms and, after this long blocked, writes the next chunk
+    /// anyway. A command is never lost to a missing callback.
+    public var writeReadyTimeout: Duration
 
     public init(
         connectTimeout: Duration = .seconds(10),
         eventBufferLimit: Int = 1_024,
         logLevel: XTalkLogLevel = .info,
-        logHandler: XTalkLogHandler? = nil
+        logHandler: XTalkLogHandler? = nil,
+        writeReadyTimeout: Duration = .seconds(2)
     ) {
         self.connectTimeout = connectTimeout
         self.eventBufferLimit = eventBufferLimit
         self.logLevel = logLevel
         self.logHandler = logHandler
+        self.writeReadyTimeout = writeReadyTimeout
     }
 }

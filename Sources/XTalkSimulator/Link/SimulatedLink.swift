@@ -65,7 +65,9 @@ final class SimulatedLink {
     /// The ATT round trip of a GATT procedure: two connection events.
     var procedureDelay: Duration { configuration.connectionInterval * 2 }
 
-    var canSendWriteWithoutResponse: Bool { credits > 0 }
+    var canSendWriteWithoutResponse: Bool { credits > 0 && !readyFlagStuck }
+    /// The `lostReadyCallbackKeepsFlagFalse` fault: the flag says no until the host writes.
+    private var readyFlagStuck = false
 
     /// Cancels every timer: the connection is gone.
     func close() {
@@ -105,6 +107,7 @@ final class SimulatedLink {
         guard data.count <= mtu - 3 else { return .dropped("longer than MTU - 3 (\(mtu - 3))") }
         guard credits > 0 else { return .dropped("no write-without-response credit left") }
         credits -= 1
+        readyFlagStuck = false
         uplink.append(UplinkPacket(bytes: Array(data), withoutResponse: true, acknowledges: nil))
         scheduleEvent()
         return .accepted
@@ -195,7 +198,9 @@ final class SimulatedLink {
             peripheral.firmwareReceive(packet.bytes)
             if packet.withoutResponse {
                 credits += 1
-                if credits == 1 { peripheral.post(.readyToSendWriteWithoutResponse(peripheral: peripheral.id)) }
+                if credits == 1, !losesReadyCallback() {
+                    peripheral.post(.readyToSendWriteWithoutResponse(peripheral: peripheral.id))
+                }
             }
             if let characteristic = packet.acknowledges {
                 peripheral.post(.writeCompleted(peripheral: peripheral.id, characteristic: characteristic, error: nil))
@@ -230,6 +235,17 @@ final class SimulatedLink {
             }
         }
         if !uplink.isEmpty || !downlink.isEmpty { scheduleEvent() }
+    }
+
+    /// The `lostReadyCallbacksOneIn` fault: this ready callback never arrives.
+    private func losesReadyCallback() -> Bool {
+        guard let oneIn = configuration.lostReadyCallbacksOneIn, oneIn > 0 else { return false }
+        let lost = oneIn == 1 || random.int(in: 1...oneIn) == 1
+        if lost {
+            peripheral.lostReadyCallbacks += 1
+            if configuration.lostReadyCallbackKeepsFlagFalse { readyFlagStuck = true }
+        }
+        return lost
     }
 
     private func notificationSize(available: Int) -> Int {
