@@ -22,7 +22,7 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
 /// public-API link configurations and three of the write pump alone, two
 /// chunk sizes × two figures, two transaction figures, four authentication
 /// figures, two memory figures and the scale figure.
-private let expectedRowsPerFigure: [String: Int] = ["1": 7, "2": 6, "3": 2, "4": 5, "5": 2, "6": 1]
+private let expectedRowsPerFigure: [String: Int] = ["1": 8, "2": 6, "3": 2, "4": 5, "5": 2, "6": 1]
 
 /// What a row's JSON says, checked for consistency: a row with a target has
 /// `passed` and the matching result; an info row has neither.
@@ -62,7 +62,7 @@ struct BenchTests {
         // Row 1 measures the public API, with a configuration whose credits bind;
         // the pump alone is a separate micro-row, labelled as the package path.
         let api = rows.filter { ($0["figure"] as? String)?.hasPrefix("1. public API") == true }
-        #expect(api.count == 4)
+        #expect(api.count == 5)
         #expect(api.contains { ($0["credits"] as? Int ?? 0) < ($0["packets_per_event"] as? Int ?? 0) })
         #expect(figures.filter { $0.hasPrefix("1. write pump alone (package path)") }.count == 3)
         // The CPU at 1.4 Mbit/s is measured through a client, and reached that rate.
@@ -102,7 +102,7 @@ struct BenchTests {
         let first = await xtalkRealTime(["bench", "--deterministic", "--quick", "--json"])
         #expect(first.code == 0, "\(first.stderr)")
         let rows = first.records(ofType: "bench")
-        #expect(rows.count == 10)
+        #expect(rows.count == 11)
         #expect(rows.allSatisfy { $0["deterministic"] as? Bool == true && $0["result"] as? String == "PASS" })
         // The limits come from the design, not from the run: the first run against
         // plain firmware is bounded by the 800 ms probe window, the 150 ms drain
