@@ -335,6 +335,25 @@
             await probe.finish()
         }
 
+        @Test("a service added (didModifyServices with an empty list), or another one invalidated: the link goes on")
+        func serviceAdded() async throws {
+            let probe = CoreBluetoothProbe()
+            await probe.connect()
+            await probe.inject { _, _, peripheral in
+                peripheral.delegate?.peripheral(peripheral, didModifyServices: [])
+            }
+            await probe.inject { _, _, peripheral in
+                // A service the connection never asked for (e.g. a DFU service) was invalidated.
+                let dfu = CBService(uuid: CBUUID(string: "FE59"), peripheral: peripheral)
+                peripheral.delegate?.peripheral(peripheral, didModifyServices: [dfu])
+            }
+            await probe.advance(.milliseconds(100))
+            #expect(probe.client.connectionState == .connected && probe.client.atReady)
+            #expect(
+                try await probe.clock.run { try await probe.client.runAtCommand("AT+VER?") } == ["+VER:2.1.0", "OK"])
+            await probe.finish()
+        }
+
         @Test("the device changing its services ends the link cleanly")
         func servicesChanged() async throws {
             let probe = CoreBluetoothProbe()

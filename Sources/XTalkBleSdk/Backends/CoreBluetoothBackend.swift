@@ -40,6 +40,9 @@ package final class CoreBluetoothBackend: BleBackend {
     private var peripherals: [UUID: CBPeripheral] = [:]
     /// Cancelled connections whose didDisconnectPeripheral is still to come (and to swallow).
     private var awaitingDisconnect: Set<UUID> = []
+    /// The services each connection asked to discover (nil: all): only their
+    /// invalidation ends the link.
+    private var discoveredServices: [UUID: Set<BleUUID>?] = [:]
     /// Connects asked for while the previous connection's end is not yet confirmed.
     private var deferredConnects: [UUID: TimerToken] = [:]
     /// How long a deferred connect waits for that confirmation before going ahead.
@@ -76,6 +79,7 @@ package final class CoreBluetoothBackend: BleBackend {
 
     package func connect(_ peripheral: UUID) {
         guard let manager, state == .poweredOn else { return }
+        discoveredServices[peripheral] = nil  // a new connection discovers its own
         guard let object = peripherals[peripheral] else {
             emit(
                 .failedToConnect(
@@ -107,7 +111,9 @@ package final class CoreBluetoothBackend: BleBackend {
     }
 
     package func discoverServices(_ services: [BleUUID]?, for peripheral: UUID) {
-        connected(peripheral)?.discoverServices(services?.map { CBUUID(string: $0.uuidString) })
+        guard let object = connected(peripheral) else { return }
+        discoveredServices[peripheral] = services.map(Set.init)
+        object.discoverServices(services?.map { CBUUID(string: $0.uuidString) })
     }
 
     package func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {
@@ -202,11 +208,16 @@ package final class CoreBluetoothBackend: BleBackend {
         case .connection(let peripheral, let event):
             guard !awaitingDisconnect.contains(peripheral), delegate.isCurrent(peripheral, generation) else { return }
             emit(event)
-        case .servicesChanged(let peripheral):
-            // The GATT database changed under the connection: the passthrough is
-            // no longer known to be valid. End the link for good (no half-open
-            // connection), so that pending work fails and a reconnect rediscovers.
+        case .servicesChanged(let peripheral, let invalidated):
+            // The GATT database changed under the connection. An empty list means
+            // a service was added (e.g. a DFU service appearing): nothing in use
+            // changed. When a service the connection uses is invalidated, its
+            // characteristics are no longer known to be valid: end the link for
+            // good (no half-open connection), so that pending work fails and a
+            // reconnect rediscovers.
             guard !awaitingDisconnect.contains(peripheral), delegate.isCurrent(peripheral, generation) else { return }
+            let inUse = discoveredServices[peripheral] ?? nil
+            guard !invalidated.isEmpty, inUse.map({ !$0.isDisjoint(with: invalidated) }) ?? true else { return }
             cancelPeripheralConnection(peripheral)
             emit(
                 .disconnected(
@@ -283,8 +294,8 @@ enum Callback: Sendable {
     /// didDisconnectPeripheral, or didFailToConnect when `failedToConnect`.
     case ended(UUID, failedToConnect: Bool, BleBackendError?)
     case connection(UUID, BleBackendEvent)
-    /// didModifyServices.
-    case servicesChanged(UUID)
+    /// didModifyServices, with the services it invalidated (empty: one was added).
+    case servicesChanged(UUID, invalidated: [BleUUID])
 }
 
 /// The CoreBluetooth delegate: runs on the manager's queue, turns each
@@ -452,7 +463,10 @@ final class CentralDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralDel
     }
 
     func peripheral(_ peripheral: CBPeripheral, didModifyServices invalidatedServices: [CBService]) {
-        deliver(.servicesChanged(peripheral.identifier), for: peripheral.identifier)
+        deliver(
+            .servicesChanged(
+                peripheral.identifier, invalidated: invalidatedServices.map { BleUUID($0.uuid.uuidString) }),
+            for: peripheral.identifier)
     }
 
     /// The characteristic's service and own UUID, or nil for an orphan (never trap on a callback).
