@@ -33,6 +33,10 @@
         package private(set) var writes: [(bytes: Int, type: CBCharacteristicWriteType)] = []
         /// The manager this radio drives.
         package var centralManager: CBCentralManager? { manager }
+
+        /// As iOS reports them: Bluetooth SIG UUIDs (on the base UUID) in their
+        /// 16-bit form (180F, 2A19, 180A…), others in full.
+        static func cbUUID(_ uuid: BleUUID) -> CBUUID { CBUUID(string: uuid.shortestForm) }
         /// How long CoreBluetooth takes to confirm a cancelled connection with
         /// didDisconnectPeripheral (tests: a confirmation that arrives late).
         package var cancelConfirmationDelay: Duration = .zero
@@ -86,7 +90,7 @@
                 }
                 peripherals[id] = peripheral
                 var data: [String: Any] = [
-                    CBAdvertisementDataServiceUUIDsKey: advertisement.serviceUUIDs.map { CBUUID(string: $0.uuidString) }
+                    CBAdvertisementDataServiceUUIDsKey: advertisement.serviceUUIDs.map(Self.cbUUID)
                 ]
                 if let name = advertisement.localName { data[CBAdvertisementDataLocalNameKey] = name }
                 if let manufacturer = advertisement.manufacturerData {
@@ -126,7 +130,7 @@
                 var table = services[id] ?? [:]
                 let objects = found.map { uuid in
                     let service =
-                        table[uuid] ?? CBService(uuid: CBUUID(string: uuid.uuidString), peripheral: peripheral)
+                        table[uuid] ?? CBService(uuid: Self.cbUUID(uuid), peripheral: peripheral)
                     table[uuid] = service
                     return service
                 }
@@ -148,7 +152,7 @@
                     let characteristic =
                         table[ref]
                         ?? CBCharacteristic(
-                            uuid: CBUUID(string: info.uuid.uuidString), service: service,
+                            uuid: Self.cbUUID(info.uuid), service: service,
                             properties: CBCharacteristicProperties(rawValue: info.properties.rawValue))
                     table[ref] = characteristic
                     return characteristic

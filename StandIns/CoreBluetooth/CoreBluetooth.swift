@@ -474,12 +474,19 @@ open class CBCharacteristic: CBAttribute {
 open class CBDescriptor: CBAttribute {}
 
 /// [A cbuuid] 16- and 32-bit UUIDs are pre-filled with the Bluetooth base UUID.
+///
+/// Whether a 16-bit UUID equals its 128-bit form is not documented; the
+/// stand-in takes the strict reading (equal only in the same form, as the
+/// bytes of `data` would compare), so code that relies on it fails here.
 open class CBUUID: NSObject, NSCopying {
     private let canonical: String
+    /// The form it was made in (the length of its `data`: 2, 4 or 16 bytes).
+    private let written: String
 
     /// [A cbuuid/init(string:)] 4, 8 or 36 hex characters.
     public init(string theString: String) {
         let upper = theString.uppercased()
+        written = upper
         switch upper.count {
         case 4: canonical = "0000\(upper)-0000-1000-8000-00805F9B34FB"
         case 8: canonical = "\(upper)-0000-1000-8000-00805F9B34FB"
@@ -502,10 +509,10 @@ open class CBUUID: NSObject, NSCopying {
     }
 
     open override func isEqual(_ object: Any?) -> Bool {
-        (object as? CBUUID)?.canonical == canonical
+        (object as? CBUUID)?.written == written
     }
 
-    open override var hash: Int { canonical.hashValue }
+    open override var hash: Int { written.hashValue }
 
     open override var description: String { uuidString }
 

@@ -335,6 +335,22 @@
             await probe.finish()
         }
 
+        @Test("SIG services come in their 16-bit form, as iOS reports them; the battery query still finds its own")
+        func sigUUIDsShortForm() async throws {
+            let probe = CoreBluetoothProbe()
+            await probe.connect()
+            var reported: [String] = []
+            await probe.inject { _, _, peripheral in
+                reported = (peripheral.services ?? []).map(\.uuid.uuidString)
+            }
+            #expect(reported.contains("180F") && reported.contains("180A"), "\(reported)")
+            // The stand-in is strict where Apple's documentation is silent: no equality across forms.
+            #expect(CBUUID(string: "180F") != CBUUID(string: "0000180F-0000-1000-8000-00805F9B34FB"))
+            let client = probe.client
+            #expect(try await probe.clock.run { await client.fetchBatteryLevel() } != nil)
+            await probe.finish()
+        }
+
         @Test("a service added (didModifyServices with an empty list), or another one invalidated: the link goes on")
         func serviceAdded() async throws {
             let probe = CoreBluetoothProbe()

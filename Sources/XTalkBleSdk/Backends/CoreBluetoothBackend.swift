@@ -68,7 +68,7 @@ package final class CoreBluetoothBackend: BleBackend {
     package func scanForPeripherals(withServices services: [BleUUID]) {
         guard let manager, state == .poweredOn else { return }
         manager.scanForPeripherals(
-            withServices: services.map { CBUUID(string: $0.uuidString) },
+            withServices: services.map { CBUUID(string: $0.shortestForm) },
             options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
     }
 
@@ -113,12 +113,12 @@ package final class CoreBluetoothBackend: BleBackend {
     package func discoverServices(_ services: [BleUUID]?, for peripheral: UUID) {
         guard let object = connected(peripheral) else { return }
         discoveredServices[peripheral] = services.map(Set.init)
-        object.discoverServices(services?.map { CBUUID(string: $0.uuidString) })
+        object.discoverServices(services?.map { CBUUID(string: $0.shortestForm) })
     }
 
     package func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {
         guard let object = connected(peripheral), let cbService = self.service(service, of: object) else { return }
-        object.discoverCharacteristics(characteristics?.map { CBUUID(string: $0.uuidString) }, for: cbService)
+        object.discoverCharacteristics(characteristics?.map { CBUUID(string: $0.shortestForm) }, for: cbService)
     }
 
     package func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {
@@ -158,14 +158,17 @@ package final class CoreBluetoothBackend: BleBackend {
         return object
     }
 
+    /// Compared in the seam's canonical 128-bit form, never `CBUUID ==`: iOS
+    /// reports SIG UUIDs in their 16-bit form, and whether that equals the
+    /// 128-bit one is not documented.
     private func service(_ uuid: BleUUID, of peripheral: CBPeripheral) -> CBService? {
-        let wanted = CBUUID(string: uuid.uuidString)
-        return peripheral.services?.first { $0.uuid == wanted }
+        peripheral.services?.first { BleUUID($0.uuid.uuidString) == uuid }
     }
 
     private func characteristic(_ ref: BleCharacteristicRef, of peripheral: CBPeripheral) -> CBCharacteristic? {
-        let wanted = CBUUID(string: ref.characteristic.uuidString)
-        return service(ref.service, of: peripheral)?.characteristics?.first { $0.uuid == wanted }
+        service(ref.service, of: peripheral)?.characteristics?.first {
+            BleUUID($0.uuid.uuidString) == ref.characteristic
+        }
     }
 
     // MARK: Callbacks, on the main actor, in order

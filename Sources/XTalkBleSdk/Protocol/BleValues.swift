@@ -21,6 +21,15 @@ package struct BleUUID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The shortest form: 4 hex digits for a UUID on the Bluetooth base UUID
+    /// (SIG services and characteristics, as iOS reports them), else the full form.
+    package var shortestForm: String {
+        guard uuidString.hasPrefix("0000"), uuidString.hasSuffix("-0000-1000-8000-00805F9B34FB") else {
+            return uuidString
+        }
+        return String(uuidString.dropFirst(4).prefix(4))
+    }
+
     package var description: String {
         if uuidString.hasSuffix("-0000-1000-8000-00805F9B34FB") && uuidString.hasPrefix("0000") {
             return String(uuidString.dropFirst(4).prefix(4))
