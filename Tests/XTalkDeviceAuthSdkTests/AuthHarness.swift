@@ -88,6 +88,19 @@ final class AuthHarness {
         }
     }
 
+    /// Starts an authentication that waits on the device (its replies are
+    /// delayed): 100 ms in, it is probing.
+    func runWaitingOnDevice(sourceLocation: SourceLocation = #_sourceLocation) async
+        -> Task<XTalkDeviceAuthResult, any Error>
+    {
+        peripheral.device.firmware.faults.replyDelay = .milliseconds(500)
+        let authenticator = self.authenticator
+        let running = Task { @MainActor in try await authenticator.authenticate() }
+        await clock.advance(by: .milliseconds(100))
+        #expect(authenticator.state == .probing, sourceLocation: sourceLocation)
+        return running
+    }
+
     func finish() async {
         client.teardown()
         environment.shutDown()

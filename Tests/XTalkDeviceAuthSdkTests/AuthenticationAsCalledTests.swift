@@ -287,11 +287,8 @@ struct AuthenticationAsCalledTests {
         #expect(harness.authenticator.state == .idle)
         // reset() while a run waits on the device: it ends with .cancelled, the state is .idle.
         await harness.connect()
-        harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(500)
         let authenticator = harness.authenticator
-        let running = Task { @MainActor in try await authenticator.authenticate() }
-        await harness.clock.advance(by: .milliseconds(100))
-        #expect(authenticator.state == .probing)
+        let running = await harness.runWaitingOnDevice()
         authenticator.reset()
         #expect(authenticator.state == .idle)
         await #expect(throws: XTalkDeviceAuthError.cancelled) { try await running.value }

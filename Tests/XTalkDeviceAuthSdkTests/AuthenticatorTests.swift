@@ -310,11 +310,8 @@ struct AuthenticatorTests {
         harness.authenticator.cancel()
         #expect(harness.authenticator.state == .idle)
         await harness.connect()
-        harness.peripheral.device.firmware.faults.replyDelay = .milliseconds(500)
         let authenticator = harness.authenticator
-        let running = Task { @MainActor in try await authenticator.authenticate() }
-        await harness.clock.advance(by: .milliseconds(100))
-        #expect(authenticator.state == .probing)
+        let running = await harness.runWaitingOnDevice()
         authenticator.cancel()
         #expect(authenticator.state == .cancelled)
         await #expect(throws: XTalkDeviceAuthError.cancelled) { try await running.value }
