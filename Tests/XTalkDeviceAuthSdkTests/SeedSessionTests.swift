@@ -13,13 +13,22 @@ struct SeedSessionTests {
         let atReady: Bool
     }
 
-    @Test("the six-step acceptance sequence")
-    func acceptanceSequence() async throws {
+    /// Seed 002's session, created as the app creates it, on one simulated
+    /// device (a 7.5 ms link) in virtual time.
+    static func sessionOnSimulator(_ firmware: XTalkSimulatedFirmware = XTalkSimulatedFirmware()) async
+        -> (XTalkVirtualClock, XTalkSimulatedEnvironment, XTalkSdkSession)
+    {
         let clock = XTalkVirtualClock()
-        var device = XTalkSimulatedDevice()
+        var device = XTalkSimulatedDevice(firmware: firmware)
         device.link.connectionInterval = .milliseconds(7.5)
         let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
         let session = await environment.runAsPlatformBluetooth { XTalkSdkSession() }
+        return (clock, environment, session)
+    }
+
+    @Test("the six-step acceptance sequence")
+    func acceptanceSequence() async throws {
+        let (clock, environment, session) = await Self.sessionOnSimulator()
         let peripheral = environment.peripherals[0]
         func advance(_ duration: Duration) async { await clock.advance(by: duration) }
         func advance(until condition: () -> Bool) async {
@@ -160,11 +169,7 @@ struct SeedSessionTests {
     static func authenticateVerbatim(_ firmware: XTalkSimulatedFirmware) async throws
         -> (commands: [String], took: Duration, encoding: XTalkAtEncoding)
     {
-        let clock = XTalkVirtualClock()
-        var device = XTalkSimulatedDevice(firmware: firmware)
-        device.link.connectionInterval = .milliseconds(7.5)
-        let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
-        let session = await environment.runAsPlatformBluetooth { XTalkSdkSession() }
+        let (clock, environment, session) = await Self.sessionOnSimulator(firmware)
         defer { session.close() }
         session.startScan()
         for _ in 0..<200 where session.ble.scanResults.isEmpty { await clock.advance(by: .milliseconds(5)) }
@@ -224,11 +229,8 @@ struct SeedSessionTests {
 
     @Test("authenticated, then Scan: the link ends, the identity is cleared (issue 14)")
     func scanWhileAuthenticated() async throws {
-        let clock = XTalkVirtualClock()
-        var device = XTalkSimulatedDevice()
-        device.link.connectionInterval = .milliseconds(7.5)
-        let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
-        let session = await environment.runAsPlatformBluetooth { XTalkSdkSession() }
+        let (clock, environment, session) = await Self.sessionOnSimulator()
+        defer { withExtendedLifetime(environment) {} }  // the simulated devices live as long as the test
         func advance(until condition: () -> Bool) async {
             for _ in 0..<2_000 where !condition() { await clock.advance(by: .milliseconds(5)) }
         }
