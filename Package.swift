@@ -61,14 +61,19 @@ let package = Package(
         .target(
             name: "XTalkBleSdk",
             dependencies: ["XTalkSupport", .target(name: coreBluetoothStandIn, condition: onLinux)]
-                + standIns("Combine", "os")
+                + standIns("Combine", "os"),
+            // Apple requires a privacy manifest from SDKs (PrivacyManifestTests checks it).
+            resources: [.copy("PrivacyInfo.xcprivacy")]
         ),
         .target(name: "XTalkLibCrypto"),
         .target(
             name: "XTalkCrypto",
             dependencies: [.target(name: "XTalkLibCrypto", condition: onLinux)] + standIns("CryptoKit", "Security")
         ),
-        .target(name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"] + standIns("Combine", "os")),
+        .target(
+            name: "XTalkDeviceAuthSdk", dependencies: ["XTalkSupport", "XTalkCrypto"] + standIns("Combine", "os"),
+            resources: [.copy("PrivacyInfo.xcprivacy")]
+        ),
         .target(
             name: "XTalkSimulator",
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
