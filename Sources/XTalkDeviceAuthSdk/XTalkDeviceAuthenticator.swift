@@ -58,10 +58,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         var task: Task<Void, Never>?
     }
 
-    public init(transport: any DeviceAuthTransport) {
-        self.transport = transport
-        randomBytes = { count in try SecureRandom.bytes(count: count) }
-        bundle = .main
+    public convenience init(transport: any DeviceAuthTransport) {
+        self.init(transport: transport, randomBytes: nil)
     }
 
     /// An authenticator with another nonce source (tests of CSPRNG failure)
@@ -106,8 +104,10 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         } catch {
             if active == nil {
                 if error == .invalidConfiguration, configuration.isValid {
+                    // The configuration is valid: the declared anchors are not (in code or in Info.plist).
                     warn(
-                        "Info.plist \(XTalkTrustAnchors.infoPlistKey) is not a non-empty array of Ed25519 public keys "
+                        "the declared trust anchors (XTalkTrustAnchors.declared, or Info.plist "
+                            + "\(XTalkTrustAnchors.infoPlistKey)) are not a non-empty list of Ed25519 public keys "
                             + "(32 bytes, base64 or 64 hex digits, or \"development\")")
                 }
                 state = .failed(error)
