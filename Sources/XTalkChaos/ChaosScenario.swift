@@ -14,6 +14,8 @@ package final class ChaosScenario {
     package let seed: UInt64
     let faults: ChaosFaults
     private let random: SimulatorRandom
+    /// Draws of the field faults (a stream of their own, so that earlier seeds replay unchanged otherwise).
+    private let fieldRandom: SimulatorRandom
     let clock: XTalkVirtualClock
     let environment: XTalkSimulatedEnvironment
     let client: XTalkBleClient
@@ -73,6 +75,8 @@ package final class ChaosScenario {
     /// Since when the device has been disconnected / connected, as the checker last looked.
     var deviceDownSince: Duration?
     var deviceUpSince: Duration?
+    /// The write stall last reported (once per stall).
+    var reportedStall: Duration?
 
     var tornDown = false
     /// Calls whose every command line matched the device's record with no exemption.
@@ -110,6 +114,14 @@ package final class ChaosScenario {
         case 0: firmware.faults.wrongSignature = true
         case 1: firmware.faults.challengeDeviceIDOverride = firmware.deviceID ^ 0x0101_0101
         default: break
+        }
+        // Real phones' faults (corebluetooth-field-failures.md), drawn apart again.
+        let field = SimulatorRandom(seed: seed ^ 0xF1E1_D5)
+        fieldRandom = field
+        device.link.supervisionTimeout = .milliseconds(field.pick([720, 720, 100, 2_000]))
+        if field.chance(0.25) {
+            device.link.lostReadyCallbacksOneIn = field.int(in: 1...8)
+            device.link.lostReadyCallbackKeepsFlagFalse = field.chance(0.5)
         }
         device.firmware = firmware
         device.link.mtu = random.pick([23, 64, 185, 247])
@@ -150,7 +162,9 @@ package final class ChaosScenario {
                 + "silent \(firmware.faults.silentCommands), MTU \(device.link.mtu), interval "
                 + "\(device.link.connectionInterval), "
                 + "\(device.link.packetsPerConnectionEvent)/event, credits \(device.link.writeWithoutResponseCredits), "
-                + "split \(device.link.notificationSplit), write-without-response "
+                + "split \(device.link.notificationSplit), supervision \(device.link.supervisionTimeout), lost ready "
+                + "callbacks \(device.link.lostReadyCallbacksOneIn.map { "1 in \($0)" } ?? "none"), "
+                + "write-without-response "
                 + "\(device.gatt.txSupportsWriteWithoutResponse), "
                 + "client starts in \(client.atEncoding)")
     }
@@ -420,18 +434,20 @@ package final class ChaosScenario {
     }
 
     private func dropLink() {
+        // Mostly out of range (reported after the supervision timeout), sometimes ended by the device.
+        let loss: XTalkSimulatedLinkLoss = fieldRandom.chance(0.25) ? .terminatedByDevice : .supervisionTimeout
         switch random.int(in: 0...3) {
         case 0:
-            note("link lost")
-            peripheral.disconnect()
+            note("link lost (\(loss))")
+            peripheral.disconnect(loss)
         case 1:
             let at = peripheral.hostBytesDelivered + random.int(in: 0...300)
-            note("link lost after host byte \(at)")
-            peripheral.disconnect(afterHostBytes: at)
+            note("link lost (\(loss)) after host byte \(at)")
+            peripheral.disconnect(afterHostBytes: at, loss)
         case 2:
             let at = peripheral.deviceBytesDelivered + random.int(in: 0...300)
-            note("link lost after device byte \(at)")
-            peripheral.disconnect(afterDeviceBytes: at)
+            note("link lost (\(loss)) after device byte \(at)")
+            peripheral.disconnect(afterDeviceBytes: at, loss)
         default:
             note("client.disconnect()")
             appEnded()

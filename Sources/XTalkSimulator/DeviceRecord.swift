@@ -81,6 +81,13 @@ package struct XTalkDeviceRecord: Sendable {
     package private(set) var hostWrites: [HostWrite] = []
     /// When each connection (numbered from 1) was established.
     package private(set) var connectedAt: [Int: Duration] = [:]
+    /// Connections whose link was lost (out of range), from when the device
+    /// was gone to when the central ended its side (nil while it still has
+    /// not noticed): writes made meanwhile went nowhere.
+    package private(set) var unreachable: [Int: (from: Duration, to: Duration?)] = [:]
+    /// When a lost ready callback left `canSendWriteWithoutResponse` false
+    /// (the `lostReadyCallbackKeepsFlagFalse` fault), until the host wrote anyway.
+    package private(set) var readyFlagStuck: [(from: Duration, to: Duration?)] = []
     /// The number of `emissions[0]`.
     private var firstEmission = 0
     /// Emissions (by number) whose queued bytes have not all reached the host.
@@ -93,6 +100,34 @@ package struct XTalkDeviceRecord: Sendable {
 
     mutating func recordConnection(_ number: Int, at time: Duration) {
         connectedAt[number] = time
+    }
+
+    mutating func recordLinkLost(_ connection: Int, at time: Duration) {
+        unreachable[connection] = (time, nil)
+    }
+
+    mutating func recordCentralEnded(_ connection: Int, at time: Duration) {
+        unreachable[connection]?.to = time
+    }
+
+    mutating func recordReadyFlagStuck(at time: Duration) {
+        readyFlagStuck.append((time, nil))
+        if readyFlagStuck.count > 2 * Self.limit { readyFlagStuck.removeFirst(readyFlagStuck.count - Self.limit) }
+    }
+
+    mutating func recordReadyFlagFreed(at time: Duration) {
+        if let last = readyFlagStuck.indices.last, readyFlagStuck[last].to == nil { readyFlagStuck[last].to = time }
+    }
+
+    /// Whether the ready flag was stuck false at any moment between `start` and `end`.
+    package func readyFlagWasStuck(from start: Duration, to end: Duration) -> Bool {
+        readyFlagStuck.contains { $0.from <= end && ($0.to ?? end) >= start }
+    }
+
+    /// Whether the device was unreachable while the central still had the
+    /// link at any moment between `start` and `end`.
+    package func wasUnreachable(from start: Duration, to end: Duration) -> Bool {
+        unreachable.values.contains { $0.from <= end && ($0.to ?? end) >= start }
     }
 
     mutating func recordEmission(

@@ -228,6 +228,17 @@ public enum XTalkNotificationSplit: Sendable, Hashable {
     case singleBytes
 }
 
+/// How a simulated link drops.
+public enum XTalkSimulatedLinkLoss: Sendable, Hashable {
+    /// Out of range or the device lost power: the central notices after the
+    /// link's supervision timeout and reports `CBError.connectionTimeout`.
+    /// Writes made meanwhile go nowhere.
+    case supervisionTimeout
+    /// The device ended the connection (e.g. it rebooted cleanly): reported at
+    /// once as `CBError.peripheralDisconnected`.
+    case terminatedByDevice
+}
+
 /// The BLE link between the central and the device.
 public struct XTalkSimulatedLink: Sendable {
     /// The ATT MTU after the exchange (23–517); the link starts at 23.
@@ -246,7 +257,10 @@ public struct XTalkSimulatedLink: Sendable {
     public var connectionNeverCompletes: Bool
     /// Refuse the connection: `didFailToConnect` after `connectDelay`.
     public var refusesConnection: Bool
-    /// Time until the central notices a lost link (supervision timeout).
+    /// The supervision timeout: how long after a link loss (range, power) the
+    /// central reports it, as `CBError.connectionTimeout`. Meanwhile the link
+    /// looks up to the app: writes are taken and go nowhere, nothing answers.
+    /// iOS's default is about 720 ms.
     public var supervisionTimeout: Duration
     public var notificationSplit: XTalkNotificationSplit
     /// The BLE module's buffer for device output not yet notified; output
@@ -269,7 +283,7 @@ public struct XTalkSimulatedLink: Sendable {
         connectDelay: Duration = .milliseconds(40),
         connectionNeverCompletes: Bool = false,
         refusesConnection: Bool = false,
-        supervisionTimeout: Duration = .zero,
+        supervisionTimeout: Duration = .milliseconds(720),
         notificationSplit: XTalkNotificationSplit = .packed,
         notificationBufferLimit: Int = 16_384,
         lostReadyCallbacksOneIn: Int? = nil,

@@ -20,6 +20,8 @@ public final class XTalkSimulatedPeripheral {
         case disconnected
         case connecting(TimerToken?)
         case connected
+        /// The link is gone but the central has not noticed yet (supervision timeout).
+        case lost
     }
 
     private(set) var connectionState: ConnectionState = .disconnected
@@ -64,13 +66,19 @@ public final class XTalkSimulatedPeripheral {
     /// The firmware's UART output: to the current connection's notification queue, if any.
     private func deviceOutput(_ bytes: [UInt8], _ what: XTalkDeviceOutput) {
         let now = environment.scheduler.elapsed
-        guard let link else {
+        guard let link, !link.isLost else {
             deviceRecord.recordEmission(what, bytes: bytes, at: now, connection: nil, queued: 0, streamStart: 0)
             return
         }
         let (queued, start) = link.deviceOutput(bytes)
         deviceRecord.recordEmission(
             what, bytes: bytes, at: now, connection: connectionCount, queued: queued, streamStart: start)
+    }
+
+    /// The link's ready flag is stuck false (`true`), or free again.
+    func readyFlagStuck(_ stuck: Bool) {
+        let now = environment.scheduler.elapsed
+        if stuck { deviceRecord.recordReadyFlagStuck(at: now) } else { deviceRecord.recordReadyFlagFreed(at: now) }
     }
 
     /// The host handed a write of the passthrough's TX to the link.
@@ -103,6 +111,10 @@ public final class XTalkSimulatedPeripheral {
 
     /// Payloads the radio transmitted on air, in order (the newest 10 000 to 20 000 are kept).
     public var transmittedFrames: [Data] { firmware.transmittedFrames.map { Data($0) } }
+
+    /// Since when the central has said it can send a write without response
+    /// (nil while it says no, or without a connection): a checker's liveness measure.
+    package var writeRoomSince: Duration? { link?.roomSince }
 
     /// Bytes of host writes delivered to the device on the current connection.
     public var hostBytesDelivered: Int { link?.hostBytesDelivered ?? 0 }
@@ -162,29 +174,29 @@ public final class XTalkSimulatedPeripheral {
 
     // MARK: Faults
 
-    /// The link drops now (out of range, device reset): the central learns of
-    /// it after the link's supervision timeout.
-    public func disconnect() {
-        loseLink()
+    /// The link drops now, as `loss` says (by default out of range, as iOS
+    /// reports it: `CBError.connectionTimeout` after the supervision timeout).
+    public func disconnect(_ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
+        loseLink(loss)
     }
 
     /// The link drops `delay` from now (if this connection still exists then).
-    public func disconnect(after delay: Duration) {
-        link?.after(delay) { [weak self] in self?.loseLink() }
+    public func disconnect(after delay: Duration, _ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
+        link?.after(delay) { [weak self] in self?.loseLink(loss) }
     }
 
     /// The link drops as soon as the device has received `count` bytes of
     /// host writes on this connection (mid-write, when inside a line).
-    public func disconnect(afterHostBytes count: Int) {
+    public func disconnect(afterHostBytes count: Int, _ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
         guard let link else { return }
-        link.disconnectAfterHostBytes = max(link.hostBytesDelivered, count)
+        link.disconnectAfterHostBytes = (max(link.hostBytesDelivered, count), loss)
     }
 
     /// The link drops as soon as `count` notification bytes reached the host
     /// on this connection (mid-line, when inside a line).
-    public func disconnect(afterDeviceBytes count: Int) {
+    public func disconnect(afterDeviceBytes count: Int, _ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
         guard let link else { return }
-        link.disconnectAfterDeviceBytes = max(link.deviceBytesDelivered, count)
+        link.disconnectAfterDeviceBytes = (max(link.deviceBytesDelivered, count), loss)
     }
 
     // MARK: Link, called by the central
@@ -248,24 +260,40 @@ public final class XTalkSimulatedPeripheral {
             return
         case .connecting(let token):
             if let token { environment.scheduler.cancel(token) }
-        case .connected:
+        case .connected, .lost:
             break
         }
         tearDown()
     }
 
-    /// The link is lost without the central asking.
-    func loseLink() {
-        guard case .connected = connectionState else { return }
-        tearDown()
+    /// The link is lost without the central asking. The device is gone at
+    /// once; the central keeps the link until it reports the loss.
+    func loseLink(_ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
+        guard case .connected = connectionState, let link else { return }
+        link.lose()
+        connectionState = .lost
+        deviceRecord.recordLinkLost(connectionCount, at: environment.scheduler.elapsed)
         let attempt = self.attempt
-        environment.central.post(
-            after: device.link.supervisionTimeout,
-            .disconnected(
-                peripheral: id, error: BleBackendError(.peripheralDisconnected, "the peripheral disconnected"))
-        ) { [weak self] in
-            guard let self else { return false }
-            return !self.abandonedAttempts.contains(attempt)
+        let (delay, error) =
+            switch loss {
+            case .supervisionTimeout:
+                (
+                    device.link.supervisionTimeout,
+                    BleBackendError(.connectionTimeout, "The connection has timed out unexpectedly.")
+                )
+            case .terminatedByDevice:
+                (
+                    Duration.zero,
+                    BleBackendError(.peripheralDisconnected, "The specified device has disconnected from us.")
+                )
+            }
+        environment.central.post(after: delay, .disconnected(peripheral: id, error: error)) { [weak self] in
+            // Also ends the central's side of the link, unless the app cancelled it meanwhile.
+            guard let self, !self.abandonedAttempts.contains(attempt), self.attempt == attempt,
+                case .lost = self.connectionState
+            else { return false }
+            self.tearDown()
+            return true
         }
     }
 
@@ -277,6 +305,9 @@ public final class XTalkSimulatedPeripheral {
     }
 
     private func tearDown() {
+        if case .lost = connectionState {
+            deviceRecord.recordCentralEnded(connectionCount, at: environment.scheduler.elapsed)
+        }
         link?.close()
         link = nil
         connectionState = .disconnected

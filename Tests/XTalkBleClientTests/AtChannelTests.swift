@@ -307,7 +307,7 @@ struct AtChannelTests {
         let c = harness.start { try await harness.client.runAtCommand("AT") }
         await harness.advance(.milliseconds(50))
         harness.peripheral.disconnect()
-        await harness.advance(.milliseconds(10))
+        await harness.advance(harness.peripheral.device.link.supervisionTimeout)
         await #expect(throws: XTalkBleError.notConnected) { try await c.value }
         await harness.finish()
     }

@@ -120,7 +120,9 @@ struct FaultInjectionTests {
         case .powerOff: harness.environment.setBluetoothState(.poweredOff)
         case .teardown: client.teardown()
         }
-        await harness.advance(.milliseconds(20))
+        // A lost link is noticed after the supervision timeout.
+        await harness.advance(
+            .milliseconds(20) + (fault == .linkLoss ? harness.peripheral.device.link.supervisionTimeout : .zero))
 
         for waiter in waiters {
             do {

@@ -113,3 +113,44 @@ struct LinkEndingTests {
         #expect(harness.peripheral.connections == 1)
     }
 }
+
+/// Issue 16, item 4: a link lost out of range is reported as iOS reports it,
+/// `CBError.connectionTimeout` after the supervision timeout, and the client
+/// behaves in that window (on the simulator and on the CoreBluetooth backend).
+@Suite("Link loss as iOS reports it: the supervision window", .timeLimit(.minutes(1)))
+@MainActor
+struct SupervisionWindowTests {
+    @Test("work started in the supervision window ends once, typed; the next connection sees none of it")
+    func workInTheWindow() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let supervision = harness.peripheral.device.link.supervisionTimeout
+        #expect(supervision == .milliseconds(720))
+        harness.peripheral.disconnect()
+        await harness.advance(.milliseconds(100))
+        // The phone does not know yet: the client is ready and takes work.
+        #expect(harness.client.connectionState == .connected && harness.client.atReady)
+        let short = harness.start { try await harness.client.runAtCommand("AT+PING=short", timeoutMs: 200) }
+        await harness.advance(.milliseconds(300))
+        await #expect(throws: XTalkBleError.timeout) { _ = try await short.value }
+        let long = harness.start { try await harness.client.runAtCommand("AT+PING=long", timeoutMs: 5_000) }
+        let send = harness.start {
+            try await harness.client.sendRfPayload(Data(repeating: 0xA5, count: 200), timeoutMs: 5_000)
+            return [String]()
+        }
+        await harness.advance(.milliseconds(10))
+        #expect(harness.client.connectionState == .connected, "still inside the window")
+        await harness.advance(supervision - .milliseconds(410))
+        #expect(harness.client.connectionState == .disconnected)
+        await #expect(throws: XTalkBleError.notConnected) { _ = try await long.value }
+        await #expect(throws: XTalkBleError.notConnected) { _ = try await send.value }
+        #expect(harness.peripheral.processedCommands.allSatisfy { !$0.contains("short") && !$0.contains("long") })
+        // Reconnected: the window's writes went nowhere and reach nothing now.
+        await harness.connect()
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=next") }
+        #expect(lines == ["+PING:next", "OK"], "got \(lines)")
+        #expect(harness.peripheral.processedCommands.last == "AT+PING=next")
+        #expect(!harness.atLines.contains { $0.contains("short") || $0.contains("long") })
+        await harness.finish()
+    }
+}

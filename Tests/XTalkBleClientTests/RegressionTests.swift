@@ -16,7 +16,7 @@ struct RegressionTests {
         await harness.advance(.milliseconds(40))
         #expect(harness.peripheral.processedCommands.last == "AT+PING=old")
         harness.peripheral.disconnect()
-        await harness.advance(.milliseconds(5))
+        await harness.advance(harness.peripheral.device.link.supervisionTimeout)  // until the phone notices
         await #expect(throws: XTalkBleError.notConnected) { try await old.value }
         await harness.connect()
         let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=new") }
@@ -43,7 +43,7 @@ struct RegressionTests {
         let command = "AT+SEND=" + String(repeating: "AB", count: 60)
         harness.peripheral.disconnect(afterHostBytes: harness.peripheral.hostBytesDelivered + 30)
         let cut = harness.start { try await harness.client.runAtCommand(command) }
-        await harness.advance(.milliseconds(300))
+        await harness.advance(.milliseconds(300) + harness.peripheral.device.link.supervisionTimeout)
         await #expect(throws: XTalkBleError.notConnected) { try await cut.value }
         let own = harness.client.atEncoding
         if switchWhileDisconnected { harness.client.setAtEncoding(own == .xor ? .plain : .xor) }

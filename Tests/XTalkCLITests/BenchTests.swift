@@ -215,10 +215,10 @@ struct ChaosCommandTests {
 
     @Test("--self-test flags every known bug, and says which scenario did")
     func selfTest() async {
-        let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "20", "--json"])
+        let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "100", "--json"])
         #expect(result.code == 0, "\(result.stderr)")
         let records = result.records(ofType: "self_test")
-        #expect(records.count == 11)
+        #expect(records.count == 12)
         #expect(records.allSatisfy { $0["flagged"] as? Bool == true && $0["scenario"] is Int }, "\(records)")
         let names = Set(records.compactMap { $0["fault"] as? String })
         #expect(names.contains("drain skipped") && names.contains("a full stream drops a state change"))

@@ -276,7 +276,7 @@ struct AuthenticationAsCalledTests {
         await harness.connect()
         _ = try await harness.authenticate().get()
         harness.peripheral.disconnect()
-        await harness.clock.advance(by: .milliseconds(50))
+        await harness.clock.advance(by: harness.peripheral.device.link.supervisionTimeout)
         #expect(harness.client.connectionState == .disconnected)
         harness.authenticator.cancel()  // what seed 002 does on .disconnected: nothing to cancel
         guard case .authenticated = harness.authenticator.state else {

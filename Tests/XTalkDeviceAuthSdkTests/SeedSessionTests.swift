@@ -122,8 +122,8 @@ struct SeedSessionTests {
         #expect(session.receivedPayloads.dropLast().allSatisfy { $0.count == 16 })
 
         // 5. Link loss clears the identity; reconnecting requires authentication again.
-        peripheral.disconnect()
-        await advance(.milliseconds(50))
+        peripheral.disconnect()  // out of range: the phone notices after the supervision timeout
+        await advance(peripheral.device.link.supervisionTimeout)
         #expect(session.authenticatedIdentity == nil)
         #expect(session.ble.connectionState == .disconnected)
         session.startScan()

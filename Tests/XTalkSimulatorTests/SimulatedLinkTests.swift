@@ -435,10 +435,12 @@ struct SimulatedLinkTests {
         probe.finish()
     }
 
-    @Test("a lost link reports the disconnect after the supervision timeout; nothing of it arrives later")
+    @Test("a lost link reports connectionTimeout after the supervision timeout; meanwhile writes go nowhere")
     func linkLoss() async {
+        #expect(XTalkSimulatedLink().supervisionTimeout == .milliseconds(720), "iOS's default")
         var device = XTalkSimulatedDevice()
         device.link.supervisionTimeout = .milliseconds(500)
+        device.link.writeWithoutResponseCredits = 4
         let probe = CentralProbe(devices: [device])
         await probe.connectAndSubscribe()
         probe.peripheral.emitRawBytes(Array(repeating: 0x41, count: 2000))
@@ -448,16 +450,37 @@ struct SimulatedLinkTests {
         probe.backend.writeValue(Data("AT\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withResponse)
         probe.peripheral.disconnect()
         #expect(!probe.peripheral.isConnected)
-        await probe.advance(.milliseconds(499))
+        let delivered = probe.peripheral.hostBytesDelivered
+        // The supervision window: the central still has the link, writes are taken and go nowhere.
+        await probe.advance(.milliseconds(100))
+        #expect(probe.backend.maximumWriteValueLength(for: .withoutResponse, of: probe.id) == 244)
+        for _ in 0..<4 {
+            #expect(probe.backend.canSendWriteWithoutResponse(probe.id))
+            probe.backend.writeValue(Data("AT\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withoutResponse)
+        }
+        #expect(!probe.backend.canSendWriteWithoutResponse(probe.id), "no credit comes back")
+        probe.backend.writeValue(Data("AT\r\n".utf8), for: CentralProbe.tx, of: probe.id, type: .withResponse)
+        probe.backend.readValue(for: CentralProbe.battery, of: probe.id)
+        #expect(probe.environment.apiMisuses.isEmpty, "the link is up as far as the central knows")
+        await probe.advance(.milliseconds(399))
         #expect(!probe.events.contains { $0.isDisconnected })
+        #expect(probe.peripheral.hostBytesDelivered == delivered, "nothing reached the device")
         await probe.advance(.milliseconds(1))
         guard case .disconnected(_, let error)? = probe.events.last else {
             Issue.record("no disconnect")
             return
         }
-        #expect(error?.code == .peripheralDisconnected)
+        #expect(error?.code == .connectionTimeout)
         #expect(probe.notifications.count == before, "no byte of the lost link arrives")
         #expect(!probe.events.contains { $0.isWriteCompleted }, "pending writes never complete")
+        #expect(
+            !probe.events.contains {
+                if case .valueUpdated(_, let characteristic, _, _) = $0 {
+                    characteristic == CentralProbe.battery
+                } else {
+                    false
+                }
+            }, "reads never answer")
         #expect(probe.backend.maximumWriteValueLength(for: .withoutResponse, of: probe.id) == 0)
         #expect(!probe.backend.canSendWriteWithoutResponse(probe.id))
         // A new connection starts from nothing.
@@ -638,6 +661,38 @@ struct SimulatedDeviceEndToEndTests {
         let (text, elapsed) = await roundTrip(probe, "AT+PING=abc", encoding: .xor)
         #expect(text == "+PING:abc\r\nOK\r\n")
         #expect(elapsed == .milliseconds(1))  // the first 1 ms step of the loop
+        probe.finish()
+    }
+
+    @Test("a device that ends the connection is reported at once as peripheralDisconnected")
+    func terminatedByDevice() async {
+        let probe = CentralProbe()
+        await probe.connectAndSubscribe()
+        probe.peripheral.disconnect(.terminatedByDevice)
+        await probe.advance(.zero)
+        guard case .disconnected(_, let error)? = probe.events.last else {
+            Issue.record("no disconnect")
+            return
+        }
+        #expect(error?.code == .peripheralDisconnected)
+        #expect(!probe.backend.canSendWriteWithoutResponse(probe.id))
+        probe.finish()
+    }
+
+    @Test("the app cancelling during the supervision window ends the link at once, without a late report")
+    func cancelDuringSupervision() async {
+        let probe = CentralProbe()
+        await probe.connectAndSubscribe()
+        probe.peripheral.disconnect()
+        await probe.advance(.milliseconds(100))
+        probe.backend.cancelPeripheralConnection(probe.id)
+        #expect(!probe.backend.canSendWriteWithoutResponse(probe.id))
+        // A new connection before the old supervision timeout would have fired is not ended by it.
+        await probe.connectAndSubscribe()
+        await probe.advance(.seconds(2))
+        #expect(!probe.events.contains { $0.isDisconnected })
+        #expect(probe.peripheral.isConnected)
+        #expect(probe.peripheral.connections == 2)
         probe.finish()
     }
 

@@ -35,7 +35,7 @@ final class PassthroughDriver {
     private var framesQueued = 0
     /// Writes without response blocked on the platform's flag: since when, and
     /// the timer that re-polls it (the "ready" callback can go missing).
-    private var blockedSince: Duration?
+    private(set) var blockedSince: Duration?
     private var readyPoll: TimerToken?
     private let writeReadyTimeout: Duration
     /// How often a blocked pump re-reads `canSendWriteWithoutResponse`.
@@ -201,7 +201,9 @@ final class PassthroughDriver {
         while true {
             let maximum = backend.maximumWriteValueLength(for: type, of: peripheral)
             var canSend = type == .withoutResponse ? backend.canSendWriteWithoutResponse(peripheral) : true
-            if !canSend, let since = blockedSince, scheduler.elapsed - since >= writeReadyTimeout {
+            if !canSend, let since = blockedSince, scheduler.elapsed - since >= writeReadyTimeout,
+                !faults.waitsForReadyCallback
+            {
                 client?.log(
                     .warning, "no room to write without response for \(writeReadyTimeout): writing anyway")
                 canSend = true
@@ -220,7 +222,7 @@ final class PassthroughDriver {
         }
         let since = blockedSince ?? scheduler.elapsed
         blockedSince = since
-        guard readyPoll == nil else { return }
+        guard readyPoll == nil, !faults.waitsForReadyCallback else { return }
         let untilBound = since + writeReadyTimeout - scheduler.elapsed
         readyPoll = scheduler.schedule(after: max(.zero, min(Self.readyPollInterval, untilBound))) {
             [weak self] in

@@ -79,6 +79,9 @@ public final class XTalkBleClient: NSObject {
     package var injectedFaults = XTalkInjectedFaults() {
         didSet { passthrough?.setFaults(injectedFaults) }
     }
+    /// Since when the write pump has held bytes because the platform said
+    /// "no room" (a checker's liveness invariant; package API).
+    package var writesBlockedSince: Duration? { passthrough?.blockedSince }
     /// What the injected faults replay (nil without them).
     private var replayedLine: String?
     private var eventAfterDisconnect: XTalkBleEvent?

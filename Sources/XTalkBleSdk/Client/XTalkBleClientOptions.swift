@@ -36,7 +36,9 @@ public struct XTalkBleClientOptions: Sendable {
     /// (`canSendWriteWithoutResponse` false) for its "ready" callback; since
     /// that callback can go missing on real phones, the client re-polls the
     /// flag every 10 ms and, after this long blocked, writes the next chunk
-    /// anyway. A command is never lost to a missing callback.
+    /// anyway. A command is never lost to a missing callback; its own
+    /// timeout keeps counting while it waits (it counts from its turn on the
+    /// channel), so a command shorter than this bound can time out unwritten.
     public var writeReadyTimeout: Duration
 
     public init(

@@ -22,6 +22,9 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
     package var neverReady = false
     /// A full `events` stream drops a state change like any other event.
     package var streamDropsStateChanges = false
+    /// The write pump waits for the "ready to send" callback alone: no
+    /// re-poll, no write after `writeReadyTimeout` (a lost callback stalls it).
+    package var waitsForReadyCallback = false
 
     package init() {}
 
@@ -38,6 +41,7 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
             ("old event after a disconnect", \.deliversOldEventAfterDisconnect),
             ("never ready", \.neverReady),
             ("a full stream drops a state change", \.streamDropsStateChanges),
+            ("waits for the ready callback alone", \.waitsForReadyCallback),
         ]
         return paths.map { name, path in
             var faults = XTalkInjectedFaults()

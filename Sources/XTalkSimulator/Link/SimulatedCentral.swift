@@ -30,7 +30,8 @@ package final class SimulatedCentral: BleBackend {
     private var nextPost: UInt64 = 0
 
     /// Delivers `event` after `delay`, in posting order among equal deadlines,
-    /// unless `isValid` no longer holds then.
+    /// unless `isValid`, asked at delivery, says no (it may also apply what
+    /// the delivery means to the model, e.g. end the link the event reports ended).
     func post(
         after delay: Duration = .zero, _ event: BleBackendEvent,
         isValid: @escaping @MainActor () -> Bool = { true }

@@ -44,8 +44,8 @@ final class SimulatedLink {
     var deviceBytesQueued: Int { downlink.count }
     /// Device bytes that entered the notification queue on this connection.
     private(set) var deviceBytesEnqueued = 0
-    var disconnectAfterHostBytes: Int?
-    var disconnectAfterDeviceBytes: Int?
+    var disconnectAfterHostBytes: (count: Int, loss: XTalkSimulatedLinkLoss)?
+    var disconnectAfterDeviceBytes: (count: Int, loss: XTalkSimulatedLinkLoss)?
 
     init(peripheral: XTalkSimulatedPeripheral, scheduler: any TimerScheduling, random: SimulatorRandom) {
         self.peripheral = peripheral
@@ -53,6 +53,7 @@ final class SimulatedLink {
         self.random = random
         connectedAt = scheduler.elapsed
         credits = max(1, peripheral.device.link.writeWithoutResponseCredits)
+        roomSince = connectedAt
         let exchange = peripheral.device.link.mtuExchangeDelay
         after(exchange) { [unowned self] in
             self.mtu = min(517, max(23, self.peripheral.device.link.mtu))
@@ -68,6 +69,27 @@ final class SimulatedLink {
     var canSendWriteWithoutResponse: Bool { credits > 0 && !readyFlagStuck }
     /// The `lostReadyCallbackKeepsFlagFalse` fault: the flag says no until the host writes.
     private var readyFlagStuck = false
+    /// Since when `canSendWriteWithoutResponse` has said yes (nil while it says no).
+    private(set) var roomSince: Duration?
+
+    private func noteRoom() {
+        if !canSendWriteWithoutResponse {
+            roomSince = nil
+        } else if roomSince == nil {
+            roomSince = scheduler.elapsed
+        }
+    }
+
+    /// The device is gone (out of range, no power) but the central has not
+    /// noticed: nothing moves any more, writes are taken and go nowhere,
+    /// nothing answers (until the central ends the link after the
+    /// supervision timeout).
+    private(set) var isLost = false
+
+    func lose() {
+        close()
+        isLost = true
+    }
 
     /// Cancels every timer: the connection is gone.
     func close() {
@@ -81,6 +103,7 @@ final class SimulatedLink {
 
     /// Runs `action` after `delay` if this is still the peripheral's connection.
     func after(_ delay: Duration, _ action: @escaping @MainActor () -> Void) {
+        guard !isLost else { return }
         let now = scheduler.elapsed
         otherTimers.removeAll { $0.deadline < now }
         let token = scheduler.schedule(after: delay) { [weak self] in
@@ -107,7 +130,12 @@ final class SimulatedLink {
         guard data.count <= mtu - 3 else { return .dropped("longer than MTU - 3 (\(mtu - 3))") }
         guard credits > 0 else { return .dropped("no write-without-response credit left") }
         credits -= 1
-        readyFlagStuck = false
+        if readyFlagStuck {
+            readyFlagStuck = false
+            peripheral.readyFlagStuck(false)
+        }
+        noteRoom()
+        guard !isLost else { return .accepted }  // into the void: no connection event returns the credit
         uplink.append(UplinkPacket(bytes: Array(data), withoutResponse: true, acknowledges: nil))
         scheduleEvent()
         return .accepted
@@ -116,6 +144,7 @@ final class SimulatedLink {
     /// A write with response: long writes take one packet per MTU − 3 bytes
     /// and are acknowledged after the last one reaches the device.
     func writeWithResponse(_ data: Data, characteristic: BleCharacteristicRef) {
+        guard !isLost else { return }  // never acknowledged
         let size = mtu - 3
         var offset = 0
         let bytes = Array(data)
@@ -159,7 +188,7 @@ final class SimulatedLink {
     // MARK: Connection events
 
     private func scheduleEvent() {
-        guard eventTimer == nil else { return }
+        guard eventTimer == nil, !isLost else { return }
         let interval = configuration.connectionInterval
         let now = scheduler.elapsed
         var delay = Duration.zero
@@ -185,11 +214,11 @@ final class SimulatedLink {
         while sent < budget, !uplink.isEmpty {
             var packet = uplink.removeFirst()
             sent += 1
-            if let limit = disconnectAfterHostBytes, hostBytesDelivered + packet.bytes.count >= limit {
+            if let (limit, loss) = disconnectAfterHostBytes, hostBytesDelivered + packet.bytes.count >= limit {
                 packet.bytes = Array(packet.bytes.prefix(limit - hostBytesDelivered))
                 hostBytesDelivered = limit
                 peripheral.firmwareReceive(packet.bytes)
-                peripheral.loseLink()
+                peripheral.loseLink(loss)
                 return
             }
             hostBytesDelivered += packet.bytes.count
@@ -201,6 +230,7 @@ final class SimulatedLink {
                 if credits == 1, !losesReadyCallback() {
                     peripheral.post(.readyToSendWriteWithoutResponse(peripheral: peripheral.id))
                 }
+                noteRoom()
             }
             if let characteristic = packet.acknowledges {
                 peripheral.post(.writeCompleted(peripheral: peripheral.id, characteristic: characteristic, error: nil))
@@ -211,10 +241,10 @@ final class SimulatedLink {
         while notified < budget, !downlink.isEmpty {
             var count = notificationSize(available: downlink.count)
             notified += 1
-            var lose = false
-            if let limit = disconnectAfterDeviceBytes, deviceBytesDelivered + count >= limit {
+            var lose: XTalkSimulatedLinkLoss?
+            if let (limit, loss) = disconnectAfterDeviceBytes, deviceBytesDelivered + count >= limit {
                 count = limit - deviceBytesDelivered
-                lose = true
+                lose = loss
             }
             let chunk = Data(downlink.prefix(count))
             downlink.removeFirst(count)
@@ -229,8 +259,8 @@ final class SimulatedLink {
                             characteristic: SimulatedGatt.passthroughRX),
                         value: chunk, error: nil))
             }
-            if lose {
-                peripheral.loseLink()
+            if let lose {
+                peripheral.loseLink(lose)
                 return
             }
         }
@@ -243,7 +273,10 @@ final class SimulatedLink {
         let lost = oneIn == 1 || random.int(in: 1...oneIn) == 1
         if lost {
             peripheral.lostReadyCallbacks += 1
-            if configuration.lostReadyCallbackKeepsFlagFalse { readyFlagStuck = true }
+            if configuration.lostReadyCallbackKeepsFlagFalse, !readyFlagStuck {
+                readyFlagStuck = true
+                peripheral.readyFlagStuck(true)
+            }
         }
         return lost
     }
