@@ -16,6 +16,8 @@ package final class ChaosScenario {
     private let random: SimulatorRandom
     /// Draws of the field faults (a stream of their own, so that earlier seeds replay unchanged otherwise).
     private let fieldRandom: SimulatorRandom
+    /// When the user answers the permission prompt; nil: permission was given before.
+    private let promptAnswerDelay: Duration?
     let clock: XTalkVirtualClock
     let environment: XTalkSimulatedEnvironment
     let client: XTalkBleClient
@@ -123,6 +125,8 @@ package final class ChaosScenario {
             device.link.lostReadyCallbacksOneIn = field.int(in: 1...8)
             device.link.lostReadyCallbackKeepsFlagFalse = field.chance(0.5)
         }
+        // The permission prompt on the first scan, answered (yes) after a while: `.unknown` until then.
+        promptAnswerDelay = field.chance(0.1) ? .milliseconds(field.int(in: 0...800)) : nil
         device.firmware = firmware
         device.link.mtu = random.pick([23, 64, 185, 247])
         device.link.connectionInterval = random.pick([.milliseconds(7.5), .milliseconds(15), .milliseconds(30)])
@@ -139,6 +143,7 @@ package final class ChaosScenario {
         expectedDeviceID = XTalkDeviceIDCodec.canonicalize(firmware.deviceID)
         expectedSerial = firmware.serial
         environment = XTalkSimulatedEnvironment(devices: [device], clock: clock, seed: seed ^ 0xC4A0_5EED)
+        if promptAnswerDelay != nil { environment.authorization = .notDetermined }
         self.traceTraffic = traceTraffic
         var options = XTalkBleClientOptions()
         options.connectTimeout = Self.connectTimeout
@@ -166,7 +171,8 @@ package final class ChaosScenario {
                 + "callbacks \(device.link.lostReadyCallbacksOneIn.map { "1 in \($0)" } ?? "none"), "
                 + "write-without-response "
                 + "\(device.gatt.txSupportsWriteWithoutResponse), "
-                + "client starts in \(client.atEncoding)")
+                + "client starts in \(client.atEncoding)"
+                + (promptAnswerDelay.map { ", permission prompt answered after \($0)" } ?? ""))
     }
 
     /// The longest drain after an operation that did not end cleanly.
@@ -204,6 +210,11 @@ package final class ChaosScenario {
                 if slowReader { await Task.yield() }
             }
             return (count, states)
+        }
+        if let promptAnswerDelay {
+            _ = clock.schedule(after: promptAnswerDelay) { [weak environment] in
+                environment?.answerPermissionPrompt(allow: true)
+            }
         }
         await connect()
         let stepCount = steps ?? random.int(in: 15...45)

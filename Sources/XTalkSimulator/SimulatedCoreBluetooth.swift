@@ -49,15 +49,30 @@
             pendingConfirmations.removeAll()
         }
 
+        /// `CBManager.authorization` follows the environment's (app-wide, as on iOS).
+        package func authorizationChanged(_ authorization: XTalkSimulatedAuthorization) {
+            let cbAuthorization: CBManagerAuthorization =
+                switch authorization {
+                case .notDetermined: .notDetermined
+                case .restricted: .restricted
+                case .denied: .denied
+                case .allowedAlways: .allowedAlways
+                }
+            CBManager.standInSetAuthorization(cbAuthorization)
+        }
+
         package init(environment: XTalkSimulatedEnvironment) {
             central = environment.backend
             scheduler = environment.scheduler
+            if environment.authorization != .allowedAlways { authorizationChanged(environment.authorization) }
             central.eventHandler = { [weak self] event in self?.handle(event) }
         }
 
         /// A manager on this radio, for the CoreBluetooth backend.
-        package func makeManager(delegate: any CBCentralManagerDelegate, queue: DispatchQueue) -> CBCentralManager {
-            CBCentralManager(delegate: delegate, queue: queue, radio: self)
+        package func makeManager(
+            delegate: any CBCentralManagerDelegate, queue: DispatchQueue, options: [String: Any]
+        ) -> CBCentralManager {
+            CBCentralManager(delegate: delegate, queue: queue, options: options, radio: self)
         }
 
         // MARK: Events of the simulated central → CoreBluetooth callbacks
@@ -279,8 +294,11 @@
     // MARK: CoreBluetooth calls → the simulated central
 
     extension SimulatedCoreBluetoothRadio: @preconcurrency CBStandInRadio {
-        package func attach(_ manager: CBCentralManager) {
+        package func attach(_ manager: CBCentralManager, options: [String: Any]?) {
             self.manager = manager
+            // Creating the manager is what asks the user (and may show the power alert).
+            let showPowerAlert = options?[CBCentralManagerOptionShowPowerAlertKey] as? Bool ?? true
+            central.activate(showPowerAlert: showPowerAlert)
             // The environment reported its state before this manager existed: report it now.
             let state = Self.cbState(central.state)
             if state != .unknown {
@@ -392,8 +410,9 @@
             options: XTalkBleClientOptions = XTalkBleClientOptions()
         ) {
             let radio = SimulatedCoreBluetoothRadio(environment: environment)
-            let backend = CoreBluetoothBackend(scheduler: environment.scheduler, queue: queue) { delegate, queue in
-                radio.makeManager(delegate: delegate, queue: queue)
+            let backend = CoreBluetoothBackend(scheduler: environment.scheduler, queue: queue) {
+                delegate, queue, options in
+                radio.makeManager(delegate: delegate, queue: queue, options: options)
             }
             environment.coreBluetoothRadio = radio  // kept alive with the environment
             self.init(backend: backend, options: options)

@@ -23,6 +23,19 @@ public enum XTalkSimulatedBluetoothState: Sendable, Hashable {
     }
 }
 
+/// The app's Bluetooth permission (`CBManager.authorization`).
+public enum XTalkSimulatedAuthorization: Sendable, Hashable {
+    /// The user has not answered yet: creating the manager shows the system
+    /// prompt, and the state stays `.unknown` until the user answers
+    /// (`answerPermissionPrompt(allow:)`).
+    case notDetermined
+    /// A policy (parental controls, MDM) denies Bluetooth: `.unauthorized`.
+    case restricted
+    /// The user denied Bluetooth: `.unauthorized`.
+    case denied
+    case allowedAlways
+}
+
 /// A simulated radio environment: the phone's Bluetooth (a CoreBluetooth-like
 /// central) and the xTalk devices around it.
 ///
@@ -46,6 +59,27 @@ public final class XTalkSimulatedEnvironment {
     private(set) var isShutDown = false
     /// When set, the platform reports scans as failed with this reason.
     public var scanFailure: String?
+    /// The app's Bluetooth permission; changing it reports the new state to
+    /// the app (as iOS does when the user changes it in Settings).
+    public var authorization: XTalkSimulatedAuthorization = .allowedAlways {
+        didSet {
+            guard authorization != oldValue else { return }
+            if managerState != .poweredOn { dropEverything() }
+            central.reportState()
+            #if os(Linux)
+                coreBluetoothRadio?.authorizationChanged(authorization)
+            #endif
+        }
+    }
+    /// How many times the system asked the user for Bluetooth permission (the
+    /// app's first use while `.notDetermined`).
+    public private(set) var permissionPromptsShown = 0
+    /// How many times the system showed its "turn on Bluetooth" alert: the
+    /// manager was created while Bluetooth was off and the app did not opt out
+    /// (`XTalkBleClientOptions.showsPowerAlert`).
+    public private(set) var powerAlertsShown = 0
+    /// Whether the app has created its manager yet (its first scan or connect).
+    public var isBluetoothInUse: Bool { central.isActive }
     #if os(Linux)
         /// The CoreBluetooth stand-in's radio, while a client uses it.
         package var coreBluetoothRadio: SimulatedCoreBluetoothRadio?
@@ -85,8 +119,27 @@ public final class XTalkSimulatedEnvironment {
         self.bluetoothState = bluetoothState
         random = SimulatorRandom(seed: seed)
         for device in devices { addDevice(device) }
-        // Like CBCentralManager: the state is reported shortly after creation.
-        central.post(.stateChanged(bluetoothState.managerState))
+    }
+
+    /// The platform's state as an app's manager sees it.
+    var managerState: BleManagerState {
+        switch authorization {
+        case .notDetermined: .unknown
+        case .restricted, .denied: .unauthorized
+        case .allowedAlways: bluetoothState.managerState
+        }
+    }
+
+    /// The app created its manager (CoreBluetooth would now prompt, or alert).
+    func managerCreated(showPowerAlert: Bool) {
+        if authorization == .notDetermined { permissionPromptsShown += 1 }
+        if showPowerAlert, authorization == .allowedAlways, bluetoothState == .poweredOff { powerAlertsShown += 1 }
+    }
+
+    /// The user answers the system's permission prompt (while `.notDetermined`).
+    public func answerPermissionPrompt(allow: Bool) {
+        guard authorization == .notDetermined else { return }
+        authorization = allow ? .allowedAlways : .denied
     }
 
     /// The backend a client uses to talk to this environment.
@@ -117,11 +170,15 @@ public final class XTalkSimulatedEnvironment {
     public func setBluetoothState(_ state: XTalkSimulatedBluetoothState) {
         guard state != bluetoothState else { return }
         bluetoothState = state
-        if state != .poweredOn {
-            stopScanning()
-            for peripheral in peripherals { peripheral.dropSilently() }
-        }
-        central.post(.stateChanged(state.managerState))
+        if state != .poweredOn { dropEverything() }
+        central.reportState()
+    }
+
+    /// Leaving `.poweredOn`: the scan stops and every connection is dropped
+    /// without a callback, as CoreBluetooth does.
+    private func dropEverything() {
+        stopScanning()
+        for peripheral in peripherals { peripheral.dropSilently() }
     }
 
     /// Stops everything: scans, connections, firmware timers, radio traffic.

@@ -47,8 +47,16 @@ open class CBManager: NSObject {
     /// [A cbmanager/state] Starts at `.unknown`.
     open var state: CBManagerState { lock.withLock { _state } }
 
-    /// [A cbmanager/authorization] iOS 13.1.
-    open class var authorization: CBManagerAuthorization { .allowedAlways }
+    /// [A cbmanager/authorization] iOS 13.1. The app's Bluetooth permission,
+    /// for the whole app (the stand-in's radio sets it).
+    open class var authorization: CBManagerAuthorization { authorizationLock.withLock { standInAuthorization } }
+
+    private static let authorizationLock = NSLock()
+    nonisolated(unsafe) private static var standInAuthorization: CBManagerAuthorization = .allowedAlways
+
+    @_spi(XTalkStandIn) public static func standInSetAuthorization(_ authorization: CBManagerAuthorization) {
+        authorizationLock.withLock { standInAuthorization = authorization }
+    }
 
     /// Apps cannot make a plain manager; subclasses call this.
     init(standIn: Void) {
@@ -108,11 +116,12 @@ open class CBCentralManager: CBManager {
 
     /// A manager driven by `radio` (the simulator or a test script).
     @_spi(XTalkStandIn) public convenience init(
-        delegate: (any CBCentralManagerDelegate)?, queue: DispatchQueue?, radio: any CBStandInRadio
+        delegate: (any CBCentralManagerDelegate)?, queue: DispatchQueue?, options: [String: Any]? = nil,
+        radio: any CBStandInRadio
     ) {
-        self.init(delegate: delegate, queue: queue, options: nil)
+        self.init(delegate: delegate, queue: queue, options: options)
         self.radio = radio
-        radio.attach(self)
+        radio.attach(self, options: options)
     }
 
     /// [A cbcentralmanager/scanforperipherals(withservices:options:)]
@@ -596,7 +605,8 @@ public let CBCentralManagerOptionShowPowerAlertKey = "kCBInitOptionShowPowerAler
 /// state there first, as CoreBluetooth does.
 @_spi(XTalkStandIn)
 public protocol CBStandInRadio: AnyObject {
-    func attach(_ manager: CBCentralManager)
+    /// A manager was created on this radio, with its init options.
+    func attach(_ manager: CBCentralManager, options: [String: Any]?)
     func knownPeripherals(_ manager: CBCentralManager) -> [CBPeripheral]
     func scan(_ manager: CBCentralManager, services: [CBUUID]?)
     func stopScan(_ manager: CBCentralManager)

@@ -384,5 +384,30 @@
             #expect(!probe.simulated.isConnected, "no half-open link")
             await probe.finish()
         }
+
+        @Test(
+            "the manager is created on the first startScan() with the power-alert option; authorization follows"
+        )
+        func managerCreatedLazily() async {
+            let probe = CoreBluetoothProbe()
+            await probe.advance(.seconds(1))
+            #expect(probe.manager == nil, "XTalkBleClient() creates no manager: no permission prompt yet")
+            probe.environment.authorization = .notDetermined
+            #expect(CBManager.authorization == .notDetermined)
+            probe.client.startScan()
+            #expect(probe.manager != nil && probe.environment.permissionPromptsShown == 1)
+            await probe.advance(.seconds(1))
+            #expect(probe.manager?.state == .unknown, "no answer yet")
+            probe.environment.answerPermissionPrompt(allow: false)
+            #expect(CBManager.authorization == .denied)
+            await probe.advance(.milliseconds(10))
+            #expect(probe.manager?.state == .unauthorized)
+            #expect(probe.client.connectionState == .failed(.permissionDenied))
+            probe.environment.authorization = .allowedAlways
+            #expect(CBManager.authorization == .allowedAlways)
+            await probe.advance(.milliseconds(10))
+            #expect(probe.manager?.state == .poweredOn)
+            await probe.finish()
+        }
     }
 #endif

@@ -53,4 +53,81 @@ struct FieldFailureTests {
         #expect(took >= .milliseconds(200) && took < .milliseconds(400), "took \(took)")
         await harness.finish()
     }
+
+    @Test(
+        "5. the client asks for Bluetooth on the first startScan(), not in init: the prompt appears when the user acts")
+    func managerCreatedOnFirstUse() async {
+        let harness = ClientHarness()
+        harness.environment.authorization = .notDetermined
+        await harness.advance(.seconds(1))
+        #expect(!harness.environment.isBluetoothInUse && harness.environment.permissionPromptsShown == 0)
+        #expect(harness.client.connectionState == .idle && harness.events.isEmpty)
+        harness.client.startScan()
+        #expect(harness.environment.isBluetoothInUse && harness.environment.permissionPromptsShown == 1)
+        // No answer yet: the scan waits (no result, no failure), however long the user takes.
+        await harness.advance(.seconds(30))
+        #expect(harness.client.connectionState == .scanning && harness.client.scanResults.isEmpty)
+        harness.environment.answerPermissionPrompt(allow: true)
+        await harness.advance(.seconds(1))
+        #expect(harness.client.connectionState == .scanning && !harness.client.scanResults.isEmpty)
+        harness.client.stopScan()
+        harness.client.startScan()
+        #expect(harness.environment.permissionPromptsShown == 1, "asked once")
+        await harness.finish()
+    }
+
+    @Test("5. a user who denies the prompt: .failed(.permissionDenied); a policy's restriction is the same")
+    func promptDenied() async {
+        let harness = ClientHarness()
+        harness.environment.authorization = .notDetermined
+        harness.client.startScan()
+        await harness.advance(.seconds(2))
+        harness.environment.answerPermissionPrompt(allow: false)
+        await harness.advance(.milliseconds(10))
+        #expect(harness.client.connectionState == .failed(.permissionDenied))
+        #expect(harness.stateEvents == [.scanning, .failed(.permissionDenied)])
+        let restricted = ClientHarness()
+        restricted.environment.authorization = .restricted
+        restricted.client.startScan()
+        await restricted.advance(.milliseconds(10))
+        #expect(restricted.client.connectionState == .failed(.permissionDenied))
+        #expect(restricted.environment.permissionPromptsShown == 0, "a restriction asks nobody")
+        await harness.finish()
+        await restricted.finish()
+    }
+
+    @Test("5. permission taken away in Settings while connected: the link ends, pending work fails, the state says why")
+    func permissionRevoked() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.device.firmware.faults.silentCommands = ["AT+SLOW"]
+        let pending = harness.start { try await harness.client.runAtCommand("AT+SLOW", timeoutMs: 5_000) }
+        await harness.advance(.milliseconds(50))
+        harness.environment.authorization = .denied
+        await harness.advance(.milliseconds(10))
+        #expect(harness.client.connectionState == .failed(.permissionDenied))
+        #expect(!harness.client.atReady && !harness.peripheral.isConnected)
+        await #expect(throws: XTalkBleError.notConnected) { _ = try await pending.value }
+        // Given back: the app scans and connects again.
+        harness.environment.authorization = .allowedAlways
+        await harness.advance(.milliseconds(10))
+        #expect(harness.client.connectionState == .failed(.permissionDenied), "the radio's state alone starts nothing")
+        await harness.connect()
+        #expect(harness.client.atReady)
+        await harness.finish()
+    }
+
+    @Test("5. the system's power alert: shown by default when Bluetooth is off, never with showsPowerAlert false")
+    func powerAlertOption() async {
+        for shows in [true, false] {
+            let harness = ClientHarness(
+                bluetoothState: .poweredOff, options: XTalkBleClientOptions(showsPowerAlert: shows))
+            harness.client.startScan()
+            await harness.advance(.milliseconds(10))
+            #expect(harness.client.connectionState == .failed(.bluetoothUnavailable))
+            #expect(harness.environment.powerAlertsShown == (shows ? 1 : 0))
+            await harness.finish()
+        }
+        #expect(XTalkBleClientOptions().showsPowerAlert, "iOS's default")
+    }
 }

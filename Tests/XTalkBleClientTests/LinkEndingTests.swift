@@ -24,7 +24,8 @@ struct LinkEndingTests {
         await harness.advance(.milliseconds(10))
         harness.client.startScan()
         await harness.advance(.milliseconds(10))
-        #expect(harness.stateEvents == [.failed(.bluetoothUnavailable), .failed(.bluetoothUnavailable)])
+        // The first scan creates the platform's manager, whose state comes a moment later.
+        #expect(harness.stateEvents == [.scanning, .failed(.bluetoothUnavailable), .failed(.bluetoothUnavailable)])
         #expect(harness.client.connectionState == .failed(.bluetoothUnavailable))
     }
 

@@ -15,7 +15,7 @@ final class CentralProbe {
     init(
         devices: [XTalkSimulatedDevice] = [XTalkSimulatedDevice()],
         bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
-        seed: UInt64 = 7
+        seed: UInt64 = 7, activated: Bool = true
     ) {
         clock = XTalkVirtualClock()
         environment = XTalkSimulatedEnvironment(
@@ -25,6 +25,8 @@ final class CentralProbe {
             self.events.append(event)
             self.eventTimes.append(self.clock.elapsed)
         }
+        // The app creates its manager (as on its first scan).
+        if activated { environment.backend.activate(showPowerAlert: true) }
     }
 
     var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
@@ -79,15 +81,76 @@ extension BleBackendEvent {
 @MainActor
 struct SimulatedLinkTests {
     @Test(
-        "the central starts unknown and reports its state shortly after creation",
+        "the central starts unknown and reports its state shortly after the app first needs it, never from the call",
         arguments: [XTalkSimulatedBluetoothState.poweredOn, .poweredOff, .unauthorized, .unsupported, .resetting])
     func initialState(_ state: XTalkSimulatedBluetoothState) async {
-        let probe = CentralProbe(bluetoothState: state)
+        let probe = CentralProbe(bluetoothState: state, activated: false)
+        await probe.advance(.seconds(1))
         #expect(probe.backend.state == .unknown)
+        #expect(probe.events.isEmpty, "no manager yet: nothing is reported")
+        #expect(!probe.environment.isBluetoothInUse)
+        probe.backend.activate(showPowerAlert: true)
+        #expect(probe.events.isEmpty && probe.backend.state == .unknown, "nothing from inside the call")
         await probe.advance(.zero)
         #expect(probe.backend.state == state.managerState)
         #expect(probe.events.compactMap(\.stateValue) == [state.managerState])
+        probe.backend.activate(showPowerAlert: true)
+        await probe.advance(.seconds(1))
+        #expect(probe.events.count == 1, "activating again does nothing")
         probe.finish()
+    }
+
+    @Test("no answer to the permission prompt yet: .unknown until the user answers; each authorization's state")
+    func permissionPrompt() async {
+        let probe = CentralProbe(activated: false)
+        probe.environment.authorization = .notDetermined
+        probe.backend.activate(showPowerAlert: true)
+        #expect(probe.environment.permissionPromptsShown == 1, "creating the manager asks the user")
+        await probe.advance(.seconds(10))
+        #expect(probe.backend.state == .unknown && probe.events.isEmpty, "no answer, no state")
+        probe.backend.scanForPeripherals(withServices: [])
+        #expect(probe.environment.apiMisuses.count == 1, "nothing works while unknown")
+        probe.environment.answerPermissionPrompt(allow: true)
+        await probe.advance(.zero)
+        #expect(probe.backend.state == .poweredOn)
+        // Settings: the user (or a policy) takes the permission away, and gives it back.
+        for (authorization, state) in [
+            (XTalkSimulatedAuthorization.denied, BleManagerState.unauthorized), (.allowedAlways, .poweredOn),
+            (.restricted, .unauthorized),
+        ] {
+            probe.environment.authorization = authorization
+            await probe.advance(.zero)
+            #expect(probe.backend.state == state, "\(authorization)")
+        }
+        #expect(probe.events.compactMap(\.stateValue) == [.poweredOn, .unauthorized, .poweredOn, .unauthorized])
+        #expect(probe.environment.permissionPromptsShown == 1)
+        probe.finish()
+    }
+
+    @Test("a user who denies the prompt: .unauthorized", arguments: [false, true])
+    func promptAnswered(allow: Bool) async {
+        let probe = CentralProbe(activated: false)
+        probe.environment.authorization = .notDetermined
+        probe.backend.activate(showPowerAlert: true)
+        await probe.advance(.seconds(1))
+        probe.environment.answerPermissionPrompt(allow: allow)
+        await probe.advance(.zero)
+        #expect(probe.backend.state == (allow ? .poweredOn : .unauthorized))
+        #expect(probe.environment.authorization == (allow ? .allowedAlways : .denied))
+        probe.finish()
+    }
+
+    @Test("the power alert shows when the manager is created while Bluetooth is off, unless the app opts out")
+    func powerAlert() async {
+        for (state, shows, alerts) in [
+            (XTalkSimulatedBluetoothState.poweredOff, true, 1), (.poweredOff, false, 0), (.poweredOn, true, 0),
+        ] {
+            let probe = CentralProbe(bluetoothState: state, activated: false)
+            probe.backend.activate(showPowerAlert: shows)
+            probe.backend.activate(showPowerAlert: shows)
+            #expect(probe.environment.powerAlertsShown == alerts, "\(state), shows \(shows)")
+            probe.finish()
+        }
     }
 
     @Test("scanning reports name, address, service and jittered RSSI at the advertising interval")

@@ -71,6 +71,14 @@ package protocol BleBackend: AnyObject {
     var scheduler: any TimerScheduling { get }
     var state: BleManagerState { get }
 
+    /// The app needs Bluetooth now (its first `startScan()` or `connect`). A
+    /// backend whose platform asks the user for permission creates its manager
+    /// here, not earlier, so that the system prompt (and, with
+    /// `showPowerAlert`, the "turn on Bluetooth" alert) appears when the user
+    /// acts. The state is reported later, never from inside this call. Calls
+    /// after the first do nothing.
+    func activate(showPowerAlert: Bool)
+
     func scanForPeripherals(withServices services: [BleUUID])
     func stopScan()
     func connect(_ peripheral: UUID)

@@ -35,7 +35,11 @@ package final class CoreBluetoothBackend: BleBackend {
     package let scheduler: any TimerScheduling
     package private(set) var state: BleManagerState = .unknown
     private let delegate: CentralDelegate
+    /// Created by `activate`: the app's first scan or connect, not its
+    /// client's init (creating it shows the system's permission prompt).
     private var manager: CBCentralManager?
+    private let queue: DispatchQueue
+    private let makeManager: (any CBCentralManagerDelegate, DispatchQueue, [String: Any]) -> CBCentralManager
     /// Every peripheral seen, retained: CoreBluetooth cleans up what the app drops.
     private var peripherals: [UUID: CBPeripheral] = [:]
     /// Cancelled connections whose didDisconnectPeripheral is still to come (and to swallow).
@@ -48,19 +52,27 @@ package final class CoreBluetoothBackend: BleBackend {
     /// How long a deferred connect waits for that confirmation before going ahead.
     static let confirmationWait: Duration = .seconds(1)
 
-    /// `makeManager` creates the manager with the backend's delegate and queue
-    /// (tests pass one driven by a stand-in radio); `queue` receives callbacks.
+    /// `makeManager` creates the manager with the backend's delegate, queue
+    /// and options (tests pass one driven by a stand-in radio); `queue`
+    /// receives callbacks.
     package init(
         scheduler: any TimerScheduling,
         queue: DispatchQueue = DispatchQueue(label: "com.xtalk.sdk.corebluetooth"),
-        makeManager: (any CBCentralManagerDelegate, DispatchQueue) -> CBCentralManager = {
-            CBCentralManager(delegate: $0, queue: $1, options: nil)
+        makeManager: @escaping (any CBCentralManagerDelegate, DispatchQueue, [String: Any]) -> CBCentralManager = {
+            CBCentralManager(delegate: $0, queue: $1, options: $2)
         }
     ) {
         self.scheduler = scheduler
+        self.queue = queue
+        self.makeManager = makeManager
         delegate = CentralDelegate()
         delegate.backend = self
-        manager = makeManager(delegate, queue)
+    }
+
+    package func activate(showPowerAlert: Bool) {
+        guard manager == nil else { return }
+        // CoreBluetooth reports the state later, on the queue (never from init).
+        manager = makeManager(delegate, queue, [CBCentralManagerOptionShowPowerAlertKey: showPowerAlert])
     }
 
     // MARK: Commands

@@ -139,7 +139,16 @@ public final class XTalkBleClient: NSObject {
     /// the state already says so. Does nothing after `teardown()`.
     public func startScan() {
         log(.info, "start scan")
+        activateBluetooth()
         apply(machine.startScan())
+    }
+
+    /// The app needs Bluetooth now: the platform's manager is created on the
+    /// first scan or connect, not in `init`, so that the system's permission
+    /// prompt appears when the user acts (Apple's guidance).
+    private func activateBluetooth() {
+        guard !isTornDown else { return }
+        backend.activate(showPowerAlert: options.showsPowerAlert)
     }
 
     /// Stops scanning; the state returns to `.idle`. A connection is unaffected.
@@ -163,6 +172,7 @@ public final class XTalkBleClient: NSObject {
     /// fails with `.cancelled`).
     public func connect(id: UUID) {
         log(.info, "connect to \(id)")
+        activateBluetooth()
         apply(machine.connect(id))
     }
 

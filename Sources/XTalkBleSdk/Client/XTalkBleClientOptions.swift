@@ -40,14 +40,21 @@ public struct XTalkBleClientOptions: Sendable {
     /// timeout keeps counting while it waits (it counts from its turn on the
     /// channel), so a command shorter than this bound can time out unwritten.
     public var writeReadyTimeout: Duration
+    /// Whether iOS may show its "turn on Bluetooth" alert when the app first
+    /// uses Bluetooth while it is off (`CBCentralManagerOptionShowPowerAlertKey`;
+    /// iOS's default, true). Set it to false to explain it in your own UI
+    /// (`connectionState == .failed(.bluetoothUnavailable)`).
+    public var showsPowerAlert: Bool
 
     public init(
         connectTimeout: Duration = .seconds(10),
         eventBufferLimit: Int = 1_024,
         logLevel: XTalkLogLevel = .info,
         logHandler: XTalkLogHandler? = nil,
-        writeReadyTimeout: Duration = .seconds(2)
+        writeReadyTimeout: Duration = .seconds(2),
+        showsPowerAlert: Bool = true
     ) {
+        self.showsPowerAlert = showsPowerAlert
         self.connectTimeout = connectTimeout
         self.eventBufferLimit = eventBufferLimit
         self.logLevel = logLevel

@@ -4,7 +4,9 @@ import XTalkBleSdk
 /// The simulated Bluetooth stack seen from the app: a central that behaves
 /// like CoreBluetooth's (as Apple documents CBCentralManager and CBPeripheral).
 ///
-/// - It starts in `.unknown` and reports its state shortly after creation.
+/// - It starts in `.unknown` and reports its state shortly after the app
+///   first needs it (`activate`: CoreBluetooth's manager is created then);
+///   while the user has not answered the permission prompt it stays `.unknown`.
 /// - Commands are honoured only in `.poweredOn`; otherwise they are ignored
 ///   and recorded as API misuse, as CoreBluetooth logs them.
 /// - Every event arrives later through `eventHandler`, never during a call.
@@ -55,9 +57,9 @@ package final class SimulatedCentral: BleBackend {
     /// Commands need the radio on, both as the app last heard and as it
     /// really is (a power-off the app has not heard of yet also refuses them).
     private func poweredOn(_ call: String) -> Bool {
-        guard state == .poweredOn, environment.bluetoothState == .poweredOn else {
+        guard state == .poweredOn, environment.managerState == .poweredOn else {
             environment.recordMisuse(
-                "\(call) while Bluetooth is \(environment.bluetoothState): can only accept this command while "
+                "\(call) while Bluetooth is \(environment.managerState): can only accept this command while "
                     + "powered on"
             )
             return false
@@ -76,6 +78,27 @@ package final class SimulatedCentral: BleBackend {
     }
 
     // MARK: BleBackend
+
+    /// Whether the app created its manager (the first `activate`).
+    private(set) var isActive = false
+    /// The state the app was last told (or is about to be).
+    private var reported: BleManagerState = .unknown
+
+    package func activate(showPowerAlert: Bool) {
+        guard !isActive else { return }
+        isActive = true
+        environment.managerCreated(showPowerAlert: showPowerAlert)
+        reportState()
+    }
+
+    /// Reports the platform's state as the app's manager would see it, if it changed.
+    func reportState() {
+        guard isActive else { return }
+        let state = environment.managerState
+        guard state != reported else { return }
+        reported = state
+        post(.stateChanged(state))
+    }
 
     package func scanForPeripherals(withServices services: [BleUUID]) {
         guard poweredOn("scanForPeripherals") else { return }
