@@ -229,6 +229,7 @@ package final class ChaosScenario {
                 eventsAtTeardownTime = clock.elapsed
             }
             await act()
+            changeServices()
             await clock.advance(by: .milliseconds(random.int(in: 0...40)))
             if let stop = noiseStopsAt, clock.elapsed >= stop {
                 peripheral.stopLineNoise()
@@ -243,6 +244,20 @@ package final class ChaosScenario {
             }
             .map(\.element)
         return ChaosReport(seed: seed, violations: violations, trace: merged, calls: calls.count, tally: tally)
+    }
+
+    /// Now and then the device changes its GATT database mid-session: mostly
+    /// a service added (or an unused one invalidated), rarely the passthrough.
+    private func changeServices() {
+        guard peripheral.isConnected, fieldRandom.chance(0.04) else { return }
+        let invalidated: Set<XTalkSimulatedGattService> =
+            switch fieldRandom.int(in: 0...9) {
+            case 0: [.passthrough]
+            case 1...4: [.dfu]
+            default: []
+            }
+        note("device changed its services, invalidating \(invalidated.map { "\($0)" }.sorted())")
+        peripheral.modifyServices(invalidating: invalidated)
     }
 
     private func connect() async {

@@ -246,6 +246,21 @@
             return (peripheral, characteristic)
         }
 
+        /// The device changed its services: `didModifyServices` with the ones
+        /// that became invalid (the app's own objects where it has them).
+        package func servicesModified(_ id: UUID, invalidated: [BleUUID]) {
+            guard let peripheral = peripherals[id] else { return }
+            let objects = invalidated.map { uuid in
+                services[id]?[uuid] ?? CBService(uuid: Self.cbUUID(uuid), peripheral: peripheral)
+            }
+            let peripheralBox = Box(peripheral)
+            let objectsBox = Box(objects)
+            deliver { _ in
+                let peripheral = peripheralBox.value
+                peripheral.delegate?.peripheral(peripheral, didModifyServices: objectsBox.value)
+            }
+        }
+
         private func deliver(_ body: @escaping (CBCentralManager) -> Void) {
             manager?.standInAsync(body)
         }

@@ -13,4 +13,24 @@ package enum SimulatedGatt {
     package static let deviceInformationService = BleUUID("180A")
     package static let firmwareRevision = BleUUID("2A26")
     package static let hardwareRevision = BleUUID("2A27")
+    /// Nordic's secure DFU service (a firmware-update service that appears at run time).
+    package static let dfuService = BleUUID("FE59")
+}
+
+/// A service of the simulated device's GATT database.
+public enum XTalkSimulatedGattService: Sendable, Hashable {
+    case passthrough
+    case battery
+    case deviceInformation
+    /// A firmware-update service (Nordic DFU, FE59), which the SDK never uses.
+    case dfu
+
+    var uuid: BleUUID {
+        switch self {
+        case .passthrough: SimulatedGatt.passthroughService
+        case .battery: SimulatedGatt.batteryService
+        case .deviceInformation: SimulatedGatt.deviceInformationService
+        case .dfu: SimulatedGatt.dfuService
+        }
+    }
 }

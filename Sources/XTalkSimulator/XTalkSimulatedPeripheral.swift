@@ -38,6 +38,8 @@ public final class XTalkSimulatedPeripheral {
     /// Device output bytes lost because no host was subscribed or the
     /// notification buffer overflowed.
     public internal(set) var droppedNotificationBytes = 0
+    /// Times the device changed its services during a connection (`modifyServices`).
+    public internal(set) var serviceModifications = 0
     /// Ready-to-send callbacks the `lostReadyCallbacksOneIn` fault swallowed.
     public internal(set) var lostReadyCallbacks = 0
 
@@ -183,6 +185,23 @@ public final class XTalkSimulatedPeripheral {
     /// The link drops `delay` from now (if this connection still exists then).
     public func disconnect(after delay: Duration, _ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
         link?.after(delay) { [weak self] in self?.loseLink(loss) }
+    }
+
+    /// The device changes its GATT database during the connection, and iOS
+    /// calls `didModifyServices` with the services that became invalid: an
+    /// empty set means a service was added (e.g. a DFU service appearing),
+    /// and nothing the app uses changed.
+    public func modifyServices(invalidating invalidated: Set<XTalkSimulatedGattService> = []) {
+        guard case .connected = connectionState else { return }
+        serviceModifications += 1
+        let uuids = invalidated.map(\.uuid)
+        #if os(Linux)
+            if let radio = environment.coreBluetoothRadio {
+                radio.servicesModified(id, invalidated: uuids)
+                return
+            }
+        #endif
+        environment.central.servicesModified(id, invalidated: uuids)
     }
 
     /// The link drops as soon as the device has received `count` bytes of

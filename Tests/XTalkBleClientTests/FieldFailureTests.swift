@@ -130,4 +130,38 @@ struct FieldFailureTests {
         }
         #expect(XTalkBleClientOptions().showsPowerAlert, "iOS's default")
     }
+
+    @Test(
+        "2. a service added mid-session (didModifyServices, empty list) or an unused one invalidated: the link goes on")
+    func serviceAddedMidSession() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.modifyServices()
+        await harness.advance(.milliseconds(50))
+        harness.peripheral.modifyServices(invalidating: [.dfu])
+        await harness.advance(.milliseconds(50))
+        #expect(harness.peripheral.serviceModifications == 2, "the fault happened")
+        #expect(harness.client.connectionState == .connected && harness.client.atReady)
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=after") }
+        #expect(lines == ["+PING:after", "OK"])
+        await harness.finish()
+    }
+
+    @Test("2. the passthrough service invalidated: the link ends for good, pending work fails, a reconnect works")
+    func passthroughInvalidated() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.device.firmware.faults.silentCommands = ["AT+SLOW"]
+        let pending = harness.start { try await harness.client.runAtCommand("AT+SLOW", timeoutMs: 5_000) }
+        await harness.advance(.milliseconds(50))
+        harness.peripheral.modifyServices(invalidating: [.passthrough])
+        await harness.advance(.milliseconds(50))
+        #expect(harness.client.connectionState == .disconnected && !harness.client.atReady)
+        #expect(!harness.peripheral.isConnected, "no half-open link")
+        await #expect(throws: XTalkBleError.notConnected) { _ = try await pending.value }
+        await harness.connect()
+        let lines = try await harness.run { try await harness.client.runAtCommand("AT+PING=again") }
+        #expect(lines == ["+PING:again", "OK"])
+        await harness.finish()
+    }
 }

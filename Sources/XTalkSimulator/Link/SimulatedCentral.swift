@@ -125,8 +125,25 @@ package final class SimulatedCentral: BleBackend {
         environment.peripheral(id: id)?.cancelConnection()
     }
 
+    /// The services each connection asked to discover (nil: all).
+    private var requestedServices: [UUID: Set<BleUUID>?] = [:]
+
+    /// The device changed its services. Like the CoreBluetooth backend: only
+    /// when a service the connection uses became invalid does the link end
+    /// (for good, reported as a disconnection); an added service changes nothing.
+    func servicesModified(_ id: UUID, invalidated: [BleUUID]) {
+        guard let peripheral = environment.peripheral(id: id), peripheral.link != nil else { return }
+        let inUse = requestedServices[id] ?? nil
+        guard !invalidated.isEmpty, inUse.map({ !$0.isDisjoint(with: invalidated) }) ?? true else { return }
+        peripheral.cancelConnection()
+        post(
+            .disconnected(
+                peripheral: id, error: BleBackendError(.connectionFailed, "the device changed its services")))
+    }
+
     package func discoverServices(_ services: [BleUUID]?, for id: UUID) {
         guard let (peripheral, link) = connected(id, "discoverServices") else { return }
+        requestedServices[id] = services.map(Set.init)
         link.after(link.procedureDelay) { [weak peripheral] in
             guard let peripheral else { return }
             let all = SimulatedGattDatabase(peripheral.device.gatt).services.map(\.uuid)
