@@ -115,7 +115,8 @@ extension ChaosScenario {
         }
         if peripheral.isConnected {
             deviceDownSince = nil
-            let since = deviceUpSince ?? now
+            // (From this connection's start: the app may have reconnected between two checks.)
+            let since = max(deviceUpSince ?? now, peripheral.connectedSince ?? now)
             deviceUpSince = since
             // A healthy link is ready within the connect timeout (or the client gave it up).
             if !client.atReady, !tornDown, now - since > Self.connectTimeout {
@@ -446,7 +447,12 @@ private final class RecordChecker {
             let occurrences = self.occurrences(of: text)
             var next = 0
             for wire in group.sorted(by: { $0.madeAt < $1.madeAt }) {
-                let end = wire.endedAt ?? .seconds(1_000_000)
+                var end = wire.endedAt ?? .seconds(1_000_000)
+                // A no-wait line accepted while a lost callback held the ready flag
+                // false goes out when the pump writes anyway (writeReadyTimeout).
+                if wire.noWait, record.readyFlagWasStuck(from: wire.madeAt, to: wire.madeAt) {
+                    end += XTalkBleClientOptions().writeReadyTimeout + .milliseconds(10)
+                }
                 while next < occurrences.count && occurrences[next] < wire.madeAt { next += 1 }
                 guard next < occurrences.count, occurrences[next] <= end else { continue }
                 writeTimes[ObjectIdentifier(wire)] = occurrences[next]
@@ -624,9 +630,11 @@ private final class RecordChecker {
     ) -> Verdict? {
         guard let endedAt = wire.endedAt else { return nil }
         if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
-        // The device never read it: it was out of range, the phone not told yet.
-        if own == nil, lines?.isEmpty ?? true, record.wasUnreachable(from: wire.madeAt, to: endedAt) {
-            return .excused("device out of range")
+        // The device never read it: it was out of range, the phone not told yet;
+        // or the pump held it for a ready flag a lost callback left false.
+        if own == nil, lines?.isEmpty ?? true {
+            if record.wasUnreachable(from: wire.madeAt, to: endedAt) { return .excused("device out of range") }
+            if readyFlagHeldWrites(from: wire.madeAt, to: endedAt) { return .excused("ready flag stuck") }
         }
         if let lines {
             if let emission = lateReply(for: wire, exactly: lines) {

@@ -125,6 +125,8 @@ package final class ChaosScenario {
             device.link.lostReadyCallbacksOneIn = field.int(in: 1...8)
             device.link.lostReadyCallbackKeepsFlagFalse = field.chance(0.5)
         }
+        // A device that requires pairing: the first connection waits on iOS's dialog.
+        if field.chance(0.08) { device.gatt.pairing = .userPairs(after: .milliseconds(field.int(in: 100...2_500))) }
         // The permission prompt on the first scan, answered (yes) after a while: `.unknown` until then.
         promptAnswerDelay = field.chance(0.1) ? .milliseconds(field.int(in: 0...800)) : nil
         device.firmware = firmware
@@ -172,7 +174,8 @@ package final class ChaosScenario {
                 + "write-without-response "
                 + "\(device.gatt.txSupportsWriteWithoutResponse), "
                 + "client starts in \(client.atEncoding)"
-                + (promptAnswerDelay.map { ", permission prompt answered after \($0)" } ?? ""))
+                + (promptAnswerDelay.map { ", permission prompt answered after \($0)" } ?? "")
+                + (device.gatt.pairing == .notRequired ? "" : ", pairing \(device.gatt.pairing)"))
     }
 
     /// The longest drain after an operation that did not end cleanly.

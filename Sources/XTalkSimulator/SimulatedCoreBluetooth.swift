@@ -292,6 +292,7 @@
             case .readNotPermitted: return CBATTError(.readNotPermitted, userInfo: info)
             case .insufficientAuthentication: return CBATTError(.insufficientAuthentication, userInfo: info)
             case .insufficientEncryption: return CBATTError(.insufficientEncryption, userInfo: info)
+            case .peerRemovedPairing: return CBError(.peerRemovedPairingInformation, userInfo: info)
             case .attribute(let code):
                 return CBATTError(CBATTError.Code(rawValue: code) ?? .unlikelyError, userInfo: info)
             }

@@ -310,6 +310,21 @@ public struct XTalkSimulatedLink: Sendable {
     }
 }
 
+/// Whether the device's RX characteristic requires an encrypted (paired)
+/// link, and what happens when iOS pairs (its dialog waits on the user).
+public enum XTalkSimulatedPairing: Sendable, Hashable {
+    case notRequired
+    /// The user completes iOS's pairing dialog `after` it appears; the phone
+    /// and the device are bonded from then on.
+    case userPairs(after: Duration)
+    /// The user cancels the dialog (or ignores it) `after` it appears: the
+    /// subscription fails with "Encryption is insufficient".
+    case userCancels(after: Duration)
+    /// The device forgot its bond with this phone: iOS ends the link with
+    /// `CBError.peerRemovedPairingInformation`.
+    case peerRemovedPairing
+}
+
 /// The device's GATT database (PROTOCOL.md section 2) and its variants.
 public struct XTalkSimulatedGatt: Sendable {
     public var hasPassthroughService: Bool
@@ -334,6 +349,8 @@ public struct XTalkSimulatedGatt: Sendable {
     public var failingReads: Set<String>
     /// Reads of these characteristics never answer.
     public var silentReads: Set<String>
+    /// Pairing before RX can be subscribed (without a bond).
+    public var pairing: XTalkSimulatedPairing
 
     public init(
         hasPassthroughService: Bool = true,
@@ -348,8 +365,10 @@ public struct XTalkSimulatedGatt: Sendable {
         firmwareRevision: Data = Data("1.4.2\0".utf8),
         hardwareRevision: Data = Data(" XT-R2 ".utf8),
         failingReads: Set<String> = [],
-        silentReads: Set<String> = []
+        silentReads: Set<String> = [],
+        pairing: XTalkSimulatedPairing = .notRequired
     ) {
+        self.pairing = pairing
         self.hasPassthroughService = hasPassthroughService
         self.hasPassthroughTX = hasPassthroughTX
         self.hasPassthroughRX = hasPassthroughRX

@@ -38,6 +38,12 @@ public final class XTalkSimulatedPeripheral {
     /// Device output bytes lost because no host was subscribed or the
     /// notification buffer overflowed.
     public internal(set) var droppedNotificationBytes = 0
+    /// Whether this phone and the device are paired (bonded): set when the
+    /// user completes a pairing dialog (`XTalkSimulatedGatt.pairing`); later
+    /// connections are encrypted without asking again.
+    public var isBonded = false
+    /// Pairing dialogs iOS showed for this device.
+    public internal(set) var pairingDialogsShown = 0
     /// Times the device changed its services during a connection (`modifyServices`).
     public internal(set) var serviceModifications = 0
     /// Ready-to-send callbacks the `lostReadyCallbacksOneIn` fault swallowed.
@@ -103,6 +109,9 @@ public final class XTalkSimulatedPeripheral {
 
     /// The current ATT MTU (23 until the exchange completes; nil when not connected).
     public var currentMTU: Int? { link?.mtu }
+
+    /// When the current connection was established (nil without one).
+    package var connectedSince: Duration? { link?.connectedAt }
 
     /// How many connections this device accepted so far.
     public var connections: Int { connectionCount }
@@ -283,6 +292,13 @@ public final class XTalkSimulatedPeripheral {
             break
         }
         tearDown()
+    }
+
+    /// The stack ends the link at once with `error` (e.g. encryption failed).
+    func loseLinkAtOnce(_ error: BleBackendError) {
+        guard case .connected = connectionState else { return }
+        tearDown()
+        post(.disconnected(peripheral: id, error: error))
     }
 
     /// The link is lost without the central asking. The device is gone at

@@ -205,7 +205,8 @@
             let expected: [SetupStep: String] = [
                 .services: "service discovery failed: Authentication is insufficient.",
                 .characteristics: "characteristic discovery failed: Authentication is insufficient.",
-                .notification: "the notification subscription was refused: Authentication is insufficient.",
+                .notification: "pairing failed: the device requires pairing and it did not complete "
+                    + "(Authentication is insufficient.)",
             ]
             #expect(probe.client.connectionState == .failed(.connectionFailed(expected[step] ?? "")))
             #expect(!probe.client.atReady)

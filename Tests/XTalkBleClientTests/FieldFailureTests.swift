@@ -164,4 +164,71 @@ struct FieldFailureTests {
         #expect(lines == ["+PING:again", "OK"])
         await harness.finish()
     }
+
+    static func pairingDevice(_ pairing: XTalkSimulatedPairing) -> XTalkSimulatedDevice {
+        var device = ClientHarness.fastDevice()
+        device.gatt.pairing = pairing
+        return device
+    }
+
+    /// Connects and waits up to `limit` for atReady or a failure.
+    static func connect(_ harness: ClientHarness, within limit: Duration) async throws {
+        await harness.scan()
+        let result = try #require(harness.client.scanResults.first)
+        harness.client.connect(id: result.id)
+        let deadline = harness.clock.elapsed + limit
+        while !harness.client.atReady, harness.clock.elapsed < deadline {
+            if case .failed = harness.client.connectionState { return }
+            await harness.advance(.milliseconds(50))
+        }
+    }
+
+    @Test("6. a pairing dialog the user answers in 4 s: connected, not ready meanwhile, then ready; never asked again")
+    func pairingDialog() async throws {
+        let harness = ClientHarness(devices: [Self.pairingDevice(.userPairs(after: .seconds(4)))])
+        try await Self.connect(harness, within: .seconds(2))
+        #expect(harness.peripheral.pairingDialogsShown == 1)
+        #expect(harness.client.connectionState == .connected && !harness.client.atReady, "waiting on the user")
+        for _ in 0..<100 where !harness.client.atReady { await harness.advance(.milliseconds(50)) }
+        #expect(harness.client.atReady && harness.peripheral.isBonded)
+        harness.client.disconnect()
+        await harness.connect()
+        #expect(harness.client.atReady && harness.peripheral.pairingDialogsShown == 1, "bonded: no second dialog")
+        await harness.finish()
+    }
+
+    @Test("6. connectTimeout counts the time the pairing dialog waits; a longer timeout lets a slow user pair")
+    func pairingCountsAgainstConnectTimeout() async throws {
+        let slow = Self.pairingDevice(.userPairs(after: .seconds(12)))
+        let harness = ClientHarness(devices: [slow])
+        try await Self.connect(harness, within: .seconds(15))
+        #expect(harness.client.connectionState == .failed(.timeout), "the default 10 s ran out first")
+        #expect(!harness.peripheral.isConnected, "no link left behind")
+        let patient = ClientHarness(devices: [slow], options: XTalkBleClientOptions(connectTimeout: .seconds(30)))
+        try await Self.connect(patient, within: .seconds(15))
+        #expect(patient.client.atReady)
+        await harness.finish()
+        await patient.finish()
+    }
+
+    @Test("6. pairing errors are distinct .connectionFailed reasons: the user cancelled; the device removed the bond")
+    func pairingErrors() async throws {
+        let cancelled = ClientHarness(devices: [Self.pairingDevice(.userCancels(after: .seconds(3)))])
+        try await Self.connect(cancelled, within: .seconds(6))
+        guard case .failed(.connectionFailed(let reason)) = cancelled.client.connectionState else {
+            Issue.record("state \(cancelled.client.connectionState)")
+            return
+        }
+        #expect(reason.hasPrefix("pairing failed: "), "\(reason)")
+        #expect(!cancelled.peripheral.isConnected)
+        let removed = ClientHarness(devices: [Self.pairingDevice(.peerRemovedPairing)])
+        try await Self.connect(removed, within: .seconds(3))
+        guard case .failed(.connectionFailed(let removedReason)) = removed.client.connectionState else {
+            Issue.record("state \(removed.client.connectionState)")
+            return
+        }
+        #expect(removedReason.hasPrefix("pairing removed by the device: "), "\(removedReason)")
+        await cancelled.finish()
+        await removed.finish()
+    }
 }

@@ -171,7 +171,8 @@ struct LifecycleTests {
             (XTalkSimulatedGatt(hasPassthroughRX: false), .characteristicMissing),
             (
                 XTalkSimulatedGatt(subscriptionRefusal: "insufficient authentication"),
-                .connectionFailed("the notification subscription was refused: insufficient authentication")
+                .connectionFailed(
+                    "pairing failed: the device requires pairing and it did not complete (insufficient authentication)")
             ),
         ])
     func gattProblems(_ gatt: XTalkSimulatedGatt, _ error: XTalkBleError) async throws {

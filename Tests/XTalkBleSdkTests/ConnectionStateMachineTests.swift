@@ -55,7 +55,7 @@ struct ConnectionStateMachineTests {
     func happyPath() {
         var machine = scanned()
         subscribing(&machine)
-        let ready = machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil)
+        let ready = machine.notificationStateUpdated(device, rxRef, isNotifying: true, error: nil)
         #expect(ready.contains(.openPassthrough(peripheral: device, writeType: .withoutResponse)))
         #expect(ready.contains { if case .cancelTimer = $0 { true } else { false } }, "the connect timer stops")
         #expect(machine.published.atReady && machine.published.connectionState == .connected)
@@ -99,7 +99,8 @@ struct ConnectionStateMachineTests {
 
         var refused = scanned()
         subscribing(&refused)
-        _ = refused.notificationStateUpdated(device, rxRef, isNotifying: false, failure: "not permitted")
+        _ = refused.notificationStateUpdated(
+            device, rxRef, isNotifying: false, error: .init(kind: .other, message: "not permitted"))
         #expect(
             refused.published.connectionState
                 == .failed(.connectionFailed("the notification subscription was refused: not permitted")))
@@ -130,10 +131,10 @@ struct ConnectionStateMachineTests {
         let other = UUID()
         #expect(machine.connected(other).isEmpty)
         #expect(machine.disconnected(other).isEmpty)
-        #expect(machine.notificationStateUpdated(other, rxRef, isNotifying: true, failure: nil).isEmpty)
+        #expect(machine.notificationStateUpdated(other, rxRef, isNotifying: true, error: nil).isEmpty)
         #expect(!machine.published.atReady)
         _ = machine.disconnect()
-        #expect(machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil).isEmpty)
+        #expect(machine.notificationStateUpdated(device, rxRef, isNotifying: true, error: nil).isEmpty)
         #expect(!machine.published.atReady)
     }
 
@@ -141,7 +142,7 @@ struct ConnectionStateMachineTests {
     func deviceControl() {
         var machine = scanned()
         subscribing(&machine)
-        _ = machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil)
+        _ = machine.notificationStateUpdated(device, rxRef, isNotifying: true, error: nil)
         #expect(machine.published.atReady && !machine.published.deviceControlReady)
         let battery = BleCharacteristicInfo(uuid: XTalkGatt.batteryLevel, properties: [.read, .notify])
         #expect(
@@ -224,9 +225,9 @@ struct ConnectionStateMachineTests {
             machine.characteristicsDiscovered(device, service: service, found, failure: nil)
                 == [.backend(.subscribe(device, notifyRef))])
         #expect(
-            machine.notificationStateUpdated(device, rxRef, isNotifying: true, failure: nil).isEmpty,
+            machine.notificationStateUpdated(device, rxRef, isNotifying: true, error: nil).isEmpty,
             "xTalk's RX is not this profile's notify characteristic")
-        let ready = machine.notificationStateUpdated(device, notifyRef, isNotifying: true, failure: nil)
+        let ready = machine.notificationStateUpdated(device, notifyRef, isNotifying: true, error: nil)
         #expect(ready.contains(.openPassthrough(peripheral: device, writeType: .withResponse)))
         #expect(machine.published.atReady && !machine.published.deviceControlReady)
     }

@@ -215,7 +215,7 @@ struct ChaosCommandTests {
 
     @Test("--self-test flags every known bug, and says which scenario did")
     func selfTest() async {
-        let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "100", "--json"])
+        let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "200", "--json"])
         #expect(result.code == 0, "\(result.stderr)")
         let records = result.records(ofType: "self_test")
         #expect(records.count == 12)

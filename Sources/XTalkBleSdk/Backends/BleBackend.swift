@@ -30,6 +30,8 @@ package struct BleBackendError: Error, Sendable, Hashable, CustomStringConvertib
         case readNotPermitted
         case insufficientAuthentication
         case insufficientEncryption
+        /// The device no longer has this phone's pairing (CBError 14).
+        case peerRemovedPairing
         case attribute(Int)
     }
     package let code: Code

@@ -265,8 +265,10 @@ package final class CoreBluetoothBackend: BleBackend {
                 case .notConnected: .notConnected
                 case .connectionTimeout: .connectionTimeout
                 case .peripheralDisconnected: .peripheralDisconnected
-                case .connectionFailed, .connectionLimitReached, .unknownDevice, .peerRemovedPairingInformation,
-                    .encryptionTimedOut, .tooManyLEPairedDevices:
+                case .peerRemovedPairingInformation: .peerRemovedPairing
+                // The pairing dialog was not answered in time: the link is not encrypted.
+                case .encryptionTimedOut: .insufficientEncryption
+                case .connectionFailed, .connectionLimitReached, .unknownDevice, .tooManyLEPairedDevices:
                     .connectionFailed
                 case .operationCancelled: .operationCancelled
                 case .operationNotSupported: .operationNotSupported

@@ -237,9 +237,9 @@ public final class XTalkBleClient: NSObject {
         case .connected(let peripheral):
             return apply(machine.connected(peripheral))
         case .failedToConnect(let peripheral, let error):
-            return apply(machine.failedToConnect(peripheral, reason: error?.message))
-        case .disconnected(let peripheral, _):
-            return apply(machine.disconnected(peripheral))
+            return apply(machine.failedToConnect(peripheral, error: error.map(Self.stackError)))
+        case .disconnected(let peripheral, let error):
+            return apply(machine.disconnected(peripheral, error: error.map(Self.stackError)))
         case .servicesDiscovered(let peripheral, let services, let error):
             return apply(machine.servicesDiscovered(peripheral, services, failure: error?.message))
         case .characteristicsDiscovered(let peripheral, let service, let characteristics, let error):
@@ -249,10 +249,20 @@ public final class XTalkBleClient: NSObject {
         case .notificationStateUpdated(let peripheral, let characteristic, let isNotifying, let error):
             return apply(
                 machine.notificationStateUpdated(
-                    peripheral, characteristic, isNotifying: isNotifying,
-                    failure: error?.message))
+                    peripheral, characteristic, isNotifying: isNotifying, error: error.map(Self.stackError)))
         }
         apply([])  // publishes and delivers what the passthrough and the queries produced
+    }
+
+    /// A backend's error, as the lifecycle core tells errors apart.
+    static func stackError(_ error: BleBackendError) -> ConnectionStateMachine.StackError {
+        let kind: ConnectionStateMachine.StackError.Kind =
+            switch error.code {
+            case .insufficientEncryption, .insufficientAuthentication: .pairingRequired
+            case .peerRemovedPairing: .pairingRemoved
+            default: .other
+            }
+        return ConnectionStateMachine.StackError(kind: kind, message: error.message)
     }
 
     /// Performs lifecycle actions, then publishes the state and delivers events.

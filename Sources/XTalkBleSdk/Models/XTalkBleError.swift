@@ -25,7 +25,12 @@ public enum XTalkBleError: Error, Equatable, Hashable, Sendable {
     /// `XTalkDeviceAuthError`).
     case deviceMismatch(String)
     /// The link could not be established, was refused, or the notification
-    /// subscription failed.
+    /// subscription failed. Pairing failures have reasons with a stable
+    /// prefix an app may match: `pairing failed: ` (the device requires
+    /// pairing and it did not complete: the user cancelled or ignored iOS's
+    /// dialog) and `pairing removed by the device: ` (the device forgot this
+    /// phone's pairing; the user must forget the device in Settings and pair
+    /// again).
     case connectionFailed(String)
     /// The device does not expose the xTalk passthrough service.
     case serviceMissing

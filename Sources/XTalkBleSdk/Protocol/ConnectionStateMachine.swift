@@ -298,24 +298,62 @@ struct ConnectionStateMachine {
         return [.backend(.discoverServices(id, profile.services))]
     }
 
-    mutating func failedToConnect(_ id: UUID, reason: String?) -> [Action] {
+    mutating func failedToConnect(_ id: UUID, error: StackError?) -> [Action] {
         guard let link = currentLink(id), link.phase == .connecting else { return [] }
         var actions: [Action] = []
-        let failure = XTalkBleError.connectionFailed(reason ?? "the connection attempt failed")
+        let failure =
+            error.flatMap(Self.pairingFailure)
+            ?? XTalkBleError.connectionFailed(error?.message ?? "the connection attempt failed")
         endLink(error: .notConnected, into: &actions, linkGone: true)
         publish(.failed(failure))
         return actions
     }
 
-    mutating func disconnected(_ id: UUID) -> [Action] {
+    mutating func disconnected(_ id: UUID, error: StackError? = nil) -> [Action] {
         guard let link = currentLink(id) else { return [] }
         var actions: [Action] = []
         endLink(error: .notConnected, into: &actions, linkGone: true)
-        // A link lost before it was ready is a failed connection; a ready one simply ended.
+        // A link lost before it was ready is a failed connection (a pairing
+        // failure says so); a ready one simply ended.
         publish(
             link.phase == .ready
-                ? .disconnected : .failed(.connectionFailed("the link was lost while connecting")))
+                ? .disconnected
+                : .failed(
+                    error.flatMap(Self.pairingFailure) ?? .connectionFailed("the link was lost while connecting")))
         return actions
+    }
+
+    /// Pairing failures, each with its own documented reason prefix:
+    /// `pairing failed: ` (the device requires an encrypted link and pairing
+    /// did not complete: the user cancelled or ignored the dialog, or the
+    /// phone has no bond), `pairing removed by the device: ` (the device lost
+    /// its bond with this phone; the user must forget the device in Settings
+    /// and pair again). Nil for any other error.
+    static func pairingFailure(_ error: StackError) -> XTalkBleError? {
+        switch error.kind {
+        case .pairingRequired:
+            .connectionFailed("pairing failed: the device requires pairing and it did not complete (\(error.message))")
+        case .pairingRemoved:
+            .connectionFailed(
+                "pairing removed by the device: forget the device in Settings > Bluetooth and pair again "
+                    + "(\(error.message))")
+        case .other:
+            nil
+        }
+    }
+
+    /// What the Bluetooth stack reported, as far as the lifecycle tells errors apart.
+    struct StackError: Equatable {
+        enum Kind: Equatable {
+            /// The device requires an encrypted link and the phone has no bond (pairing did not complete).
+            case pairingRequired
+            /// The device forgot its bond with this phone.
+            case pairingRemoved
+            case other
+        }
+        let kind: Kind
+        /// The stack's own words.
+        let message: String
     }
 
     /// Service discovery finished; `failure` is the stack's reason when it failed.
@@ -374,12 +412,16 @@ struct ConnectionStateMachine {
     /// The subscription to a characteristic's notifications changed (or was refused).
     mutating func notificationStateUpdated(
         _ id: UUID, _ characteristic: BleCharacteristicRef, isNotifying: Bool,
-        failure: String?
+        error: StackError?
     ) -> [Action] {
         guard var link = currentLink(id), characteristic == profile.passthrough.notifyRef,
             case .subscribing(let txProperties) = link.phase
         else { return [] }
-        if let failure { return fail(.connectionFailed("the notification subscription was refused: \(failure)")) }
+        if let error {
+            return fail(
+                Self.pairingFailure(error)
+                    ?? .connectionFailed("the notification subscription was refused: \(error.message)"))
+        }
         guard isNotifying else { return fail(.connectionFailed("the device did not enable notifications")) }
         var actions: [Action] = []
         link.phase = .ready

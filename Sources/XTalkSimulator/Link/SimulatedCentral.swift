@@ -175,6 +175,37 @@ package final class SimulatedCentral: BleBackend {
 
     package func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of id: UUID) {
         guard let (peripheral, link) = connected(id, "setNotifyValue") else { return }
+        // RX is encrypted on a device that requires pairing: without a bond,
+        // iOS pairs first (its dialog waits on the user), then subscribes.
+        if enabled, characteristic.characteristic == SimulatedGatt.passthroughRX, !peripheral.isBonded {
+            switch peripheral.device.gatt.pairing {
+            case .notRequired:
+                break
+            case .userPairs(let after):
+                peripheral.pairingDialogsShown += 1
+                link.after(after) { [weak self, weak peripheral] in
+                    peripheral?.isBonded = true
+                    self?.setNotifyValue(enabled, for: characteristic, of: id)
+                }
+                return
+            case .userCancels(let after):
+                peripheral.pairingDialogsShown += 1
+                link.after(after + link.procedureDelay) { [weak peripheral] in
+                    peripheral?.post(
+                        .notificationStateUpdated(
+                            peripheral: id, characteristic: characteristic, isNotifying: false,
+                            error: BleBackendError(.insufficientEncryption, "Encryption is insufficient.")))
+                }
+                return
+            case .peerRemovedPairing:
+                // The phone holds a bond the device forgot: encryption fails and iOS drops the link.
+                link.after(link.procedureDelay) { [weak peripheral] in
+                    peripheral?.loseLinkAtOnce(
+                        BleBackendError(.peerRemovedPairing, "Peer removed pairing information"))
+                }
+                return
+            }
+        }
         link.after(link.procedureDelay) { [weak peripheral, weak link] in
             guard let peripheral, let link else { return }
             let database = SimulatedGattDatabase(peripheral.device.gatt)
