@@ -325,6 +325,11 @@
             }
         }
 
+        /// The system forgets every peripheral (tests: one that cannot be retrieved).
+        package func forgetPeripherals() {
+            peripherals.removeAll()
+        }
+
         package func knownPeripherals(_ manager: CBCentralManager) -> [CBPeripheral] {
             Array(peripherals.values)
         }

@@ -410,5 +410,46 @@
             #expect(probe.manager?.state == .poweredOn)
             await probe.finish()
         }
+
+        @Test("after Bluetooth resets, connect(id:) to a known device retrieves it: no new scan needed")
+        func retrievalAfterReset() async throws {
+            let probe = CoreBluetoothProbe()
+            await probe.connect()
+            let id = try #require(probe.client.connectedPeripheralId)
+            probe.environment.setBluetoothState(.resetting)
+            await probe.advance(.milliseconds(10))
+            #expect(probe.client.connectionState == .failed(.bluetoothUnavailable))
+            probe.environment.setBluetoothState(.poweredOn)
+            await probe.advance(.milliseconds(10))
+            // Every CBPeripheral the backend held is invalid now; the id is still in the scan results.
+            #expect(probe.client.scanResults.contains { $0.id == id })
+            probe.client.connect(id: id)
+            for _ in 0..<400 where !probe.client.atReady { await probe.advance(.milliseconds(5)) }
+            #expect(probe.client.atReady, "state \(probe.client.connectionState)")
+            await probe.finish()
+        }
+
+        @Test("connect(id:) of a peripheral CoreBluetooth cannot retrieve fails later, never from inside the call")
+        func unknownPeripheralFailsAsynchronously() async throws {
+            let probe = CoreBluetoothProbe()
+            await probe.connect()
+            let id = try #require(probe.client.connectedPeripheralId)
+            probe.client.disconnect()
+            probe.environment.setBluetoothState(.resetting)
+            await probe.advance(.milliseconds(10))
+            probe.environment.setBluetoothState(.poweredOn)
+            await probe.advance(.milliseconds(10))
+            probe.radio?.forgetPeripherals()  // e.g. the system no longer knows the device
+            let before = probe.events.count
+            probe.client.connect(id: id)
+            #expect(probe.client.connectionState == .connecting, "nothing delivered from inside connect(id:)")
+            #expect(probe.events.count == before + 1)
+            await probe.advance(.milliseconds(10))
+            guard case .failed(.connectionFailed) = probe.client.connectionState else {
+                Issue.record("state \(probe.client.connectionState)")
+                return
+            }
+            await probe.finish()
+        }
     }
 #endif

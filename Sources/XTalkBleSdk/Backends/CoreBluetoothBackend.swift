@@ -49,6 +49,8 @@ package final class CoreBluetoothBackend: BleBackend {
     private var discoveredServices: [UUID: Set<BleUUID>?] = [:]
     /// Connects asked for while the previous connection's end is not yet confirmed.
     private var deferredConnects: [UUID: TimerToken] = [:]
+    /// Connects to a peripheral that could not be retrieved, whose failure is still to be reported.
+    private var failingConnects: [UUID: TimerToken] = [:]
     /// How long a deferred connect waits for that confirmation before going ahead.
     static let confirmationWait: Duration = .seconds(1)
 
@@ -92,10 +94,23 @@ package final class CoreBluetoothBackend: BleBackend {
     package func connect(_ peripheral: UUID) {
         guard let manager, state == .poweredOn else { return }
         discoveredServices[peripheral] = nil  // a new connection discovers its own
+        // After Bluetooth reset (or was unauthorized) every CBPeripheral is
+        // invalid: the system still knows the device by its identifier.
+        if peripherals[peripheral] == nil,
+            let retrieved = manager.retrievePeripherals(withIdentifiers: [peripheral]).first
+        {
+            peripherals[peripheral] = retrieved
+        }
         guard let object = peripherals[peripheral] else {
-            emit(
-                .failedToConnect(
-                    peripheral: peripheral, error: BleBackendError(.connectionFailed, "unknown peripheral")))
+            // Reported later, as every seam event (unless the app cancels first).
+            failingConnects[peripheral] = scheduler.schedule(after: .zero) { [weak self] in
+                guard let self, self.failingConnects.removeValue(forKey: peripheral) != nil else { return }
+                self.emit(
+                    .failedToConnect(
+                        peripheral: peripheral,
+                        error: BleBackendError(.connectionFailed, "the system no longer knows this device: scan again"))
+                )
+            }
             return
         }
         if awaitingDisconnect.contains(peripheral) {
@@ -112,6 +127,10 @@ package final class CoreBluetoothBackend: BleBackend {
     }
 
     package func cancelPeripheralConnection(_ peripheral: UUID) {
+        if let token = failingConnects.removeValue(forKey: peripheral) {
+            scheduler.cancel(token)
+            return
+        }
         if let token = deferredConnects.removeValue(forKey: peripheral) {
             scheduler.cancel(token)  // the connect never reached CoreBluetooth
             return
@@ -195,6 +214,8 @@ package final class CoreBluetoothBackend: BleBackend {
                 // Every connection is gone with the radio, without a disconnect callback to wait for.
                 for token in deferredConnects.values { scheduler.cancel(token) }
                 deferredConnects.removeAll()
+                for token in failingConnects.values { scheduler.cancel(token) }
+                failingConnects.removeAll()
                 awaitingDisconnect.removeAll()
                 delegate.endAllConnections()
                 switch newState {
