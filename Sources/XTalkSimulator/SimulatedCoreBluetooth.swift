@@ -61,7 +61,10 @@
             CBManager.standInSetAuthorization(cbAuthorization)
         }
 
+        private unowned let environment: XTalkSimulatedEnvironment
+
         package init(environment: XTalkSimulatedEnvironment) {
+            self.environment = environment
             central = environment.backend
             scheduler = environment.scheduler
             if environment.authorization != .allowedAlways { authorizationChanged(environment.authorization) }
@@ -94,16 +97,7 @@
                     }
                 }
             case .discovered(let id, let advertisement, let rssi):
-                let peripheral =
-                    peripherals[id] ?? CBPeripheral(identifier: id, name: advertisement.localName, manager: manager)
-                if peripherals[id] == nil {
-                    // The flag follows the link's buffer at once, also when a ready callback is lost.
-                    let central = UncheckedBox(self.central)
-                    peripheral.standInSetCanSendWriteWithoutResponseSource {
-                        MainActor.assumeIsolated { central.value.canSendWriteWithoutResponse(id) }
-                    }
-                }
-                peripherals[id] = peripheral
+                let peripheral = peripheralObject(id, name: advertisement.localName, manager: manager)
                 var data: [String: Any] = [
                     CBAdvertisementDataServiceUUIDsKey: advertisement.serviceUUIDs.map(Self.cbUUID)
                 ]
@@ -328,6 +322,26 @@
         /// The system forgets every peripheral (tests: one that cannot be retrieved).
         package func forgetPeripherals() {
             peripherals.removeAll()
+        }
+
+        package func connectedPeripherals(_ manager: CBCentralManager, services: [CBUUID]) -> [CBPeripheral] {
+            let wanted = services.map { BleUUID($0.uuidString) }
+            return environment.systemConnected(withServices: wanted).map { simulated in
+                peripheralObject(simulated.id, name: simulated.device.name, manager: manager)
+            }
+        }
+
+        /// The app's object for a peripheral: one per identifier, made on first sight.
+        private func peripheralObject(_ id: UUID, name: String?, manager: CBCentralManager) -> CBPeripheral {
+            if let known = peripherals[id] { return known }
+            let peripheral = CBPeripheral(identifier: id, name: name, manager: manager)
+            // The flag follows the link's buffer at once, also when a ready callback is lost.
+            let central = UncheckedBox(self.central)
+            peripheral.standInSetCanSendWriteWithoutResponseSource {
+                MainActor.assumeIsolated { central.value.canSendWriteWithoutResponse(id) }
+            }
+            peripherals[id] = peripheral
+            return peripheral
         }
 
         package func knownPeripherals(_ manager: CBCentralManager) -> [CBPeripheral] {

@@ -224,7 +224,9 @@ public final class XTalkSimulatedEnvironment {
     /// device is free (a connected device does not advertise).
     func resumeAdvertising(_ peripheral: XTalkSimulatedPeripheral, firstWithin: Bool = true) {
         stopAdvertising(peripheral)
-        guard scanning, !isShutDown, case .disconnected = peripheral.connectionState, matchesFilter(peripheral) else {
+        guard scanning, !isShutDown, case .disconnected = peripheral.connectionState, !peripheral.isConnectedToSystem,
+            matchesFilter(peripheral)
+        else {
             return
         }
         let interval = max(peripheral.device.advertisingInterval, .milliseconds(20))
@@ -243,7 +245,9 @@ public final class XTalkSimulatedEnvironment {
     }
 
     private func advertise(_ peripheral: XTalkSimulatedPeripheral) {
-        guard scanning, case .disconnected = peripheral.connectionState, matchesFilter(peripheral) else { return }
+        guard scanning, case .disconnected = peripheral.connectionState, !peripheral.isConnectedToSystem,
+            matchesFilter(peripheral)
+        else { return }
         let device = peripheral.device
         let jitter = max(0, device.rssiJitter)
         let rssi = device.rssi + random.int(in: -jitter...jitter)
@@ -254,6 +258,16 @@ public final class XTalkSimulatedEnvironment {
             serviceUUIDs: services)
         central.post(.discovered(peripheral: peripheral.id, advertisement: advertisement, rssi: rssi))
         resumeAdvertising(peripheral, firstWithin: false)
+    }
+
+    /// Devices connected to the phone (by the app or anyone else) that have
+    /// all of `services` (`retrieveConnectedPeripherals(withServices:)`).
+    func systemConnected(withServices services: [BleUUID]) -> [XTalkSimulatedPeripheral] {
+        peripherals.filter { peripheral in
+            guard peripheral.isConnectedToSystem || peripheral.isConnected else { return false }
+            let offered = SimulatedGattDatabase(peripheral.device.gatt).services.map(\.uuid)
+            return services.allSatisfy(offered.contains)
+        }
     }
 
     private func matchesFilter(_ peripheral: XTalkSimulatedPeripheral) -> Bool {

@@ -38,6 +38,15 @@ public final class XTalkSimulatedPeripheral {
     /// Device output bytes lost because no host was subscribed or the
     /// notification buffer overflowed.
     public internal(set) var droppedNotificationBytes = 0
+    /// The device is connected to the phone already, by another app or the
+    /// system: it does not advertise, so a scan never hears it, and only
+    /// `retrieveConnectedPeripherals(withServices:)` finds it. The app can
+    /// still connect to it (its connection shares the system's link).
+    public var isConnectedToSystem = false {
+        didSet {
+            if isConnectedToSystem { environment.stopAdvertising(self) } else { environment.resumeAdvertising(self) }
+        }
+    }
     /// Whether this phone and the device are paired (bonded): set when the
     /// user completes a pairing dialog (`XTalkSimulatedGatt.pairing`); later
     /// connections are encrypted without asking again.

@@ -158,7 +158,7 @@ open class CBCentralManager: CBManager {
 
     /// [A cbcentralmanager/retrieveconnectedperipherals(withservices:)]
     open func retrieveConnectedPeripherals(withServices serviceUUIDs: [CBUUID]) -> [CBPeripheral] {
-        radio?.knownPeripherals(self).filter { $0.state == .connected } ?? []
+        radio?.connectedPeripherals(self, services: serviceUUIDs) ?? []
     }
 
     /// [H, N ensurePoweredOn] Below `.poweredOn` a command is ignored with an API MISUSE log.
@@ -608,6 +608,8 @@ public protocol CBStandInRadio: AnyObject {
     /// A manager was created on this radio, with its init options.
     func attach(_ manager: CBCentralManager, options: [String: Any]?)
     func knownPeripherals(_ manager: CBCentralManager) -> [CBPeripheral]
+    /// Peripherals connected to the system (by this app or another) that have all of `services`.
+    func connectedPeripherals(_ manager: CBCentralManager, services: [CBUUID]) -> [CBPeripheral]
     func scan(_ manager: CBCentralManager, services: [CBUUID]?)
     func stopScan(_ manager: CBCentralManager)
     func connect(_ manager: CBCentralManager, _ peripheral: CBPeripheral)

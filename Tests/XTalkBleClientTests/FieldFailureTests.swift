@@ -231,4 +231,23 @@ struct FieldFailureTests {
         await cancelled.finish()
         await removed.finish()
     }
+
+    @Test(
+        "7. a device already connected to the phone does not advertise: a scan still lists it (retrieval)"
+    )
+    func systemConnectedDevice() async throws {
+        let harness = ClientHarness()
+        harness.peripheral.isConnectedToSystem = true  // e.g. another app holds a connection
+        harness.client.startScan()
+        await harness.advance(.milliseconds(300))
+        let result = try #require(harness.client.scanResults.first, "found without an advertisement")
+        #expect(result.id == harness.peripheral.id && result.name == "xTalk-0001")
+        #expect(result.rssi == 127, "RSSI not available")
+        await harness.advance(.seconds(2))
+        #expect(harness.client.scanResults.count == 1, "listed once")
+        harness.client.connect(id: result.id)
+        for _ in 0..<400 where !harness.client.atReady { await harness.advance(.milliseconds(5)) }
+        #expect(harness.client.atReady)
+        await harness.finish()
+    }
 }

@@ -81,9 +81,21 @@ package final class CoreBluetoothBackend: BleBackend {
 
     package func scanForPeripherals(withServices services: [BleUUID]) {
         guard let manager, state == .poweredOn else { return }
-        manager.scanForPeripherals(
-            withServices: services.map { CBUUID(string: $0.shortestForm) },
-            options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        let uuids = services.map { CBUUID(string: $0.shortestForm) }
+        manager.scanForPeripherals(withServices: uuids, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        // A device already connected to the phone (by another app, or before a
+        // reset) does not advertise: the scan would never hear it. Report it
+        // as found, without advertisement data (RSSI 127: not available).
+        guard !services.isEmpty else { return }
+        for object in manager.retrieveConnectedPeripherals(withServices: uuids) where object.state != .connected {
+            let id = object.identifier
+            peripherals[id] = object
+            let advertisement = BleAdvertisement(localName: object.name, manufacturerData: nil, serviceUUIDs: services)
+            _ = scheduler.schedule(after: .zero) { [weak self] in
+                guard let self, self.state == .poweredOn else { return }
+                self.emit(.discovered(peripheral: id, advertisement: advertisement, rssi: 127))
+            }
+        }
     }
 
     package func stopScan() {

@@ -103,6 +103,20 @@ package final class SimulatedCentral: BleBackend {
     package func scanForPeripherals(withServices services: [BleUUID]) {
         guard poweredOn("scanForPeripherals") else { return }
         environment.startScanning(filter: services)
+        // Like the CoreBluetooth backend: devices already connected to the
+        // phone do not advertise; retrieval finds them (RSSI 127: not available).
+        // (Behind the CoreBluetooth stand-in, the backend itself retrieves them.)
+        #if os(Linux)
+            guard environment.coreBluetoothRadio == nil else { return }
+        #endif
+        for peripheral in environment.systemConnected(withServices: services) where !peripheral.isConnected {
+            post(
+                .discovered(
+                    peripheral: peripheral.id,
+                    advertisement: BleAdvertisement(
+                        localName: peripheral.device.name, manufacturerData: nil, serviceUUIDs: services),
+                    rssi: 127))
+        }
     }
 
     package func stopScan() {
