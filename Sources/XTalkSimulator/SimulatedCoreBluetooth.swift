@@ -83,6 +83,18 @@
         private func handle(_ event: BleBackendEvent) {
             guard let manager else { return }
             switch event {
+            case .restored(let kept):
+                // willRestoreState, with the app's new objects for the kept peripherals.
+                let objects = kept.map { restored in
+                    let peripheral = peripheralObject(restored.id, name: restored.name, manager: manager)
+                    peripheral.standInSetState(restored.isConnected ? .connected : .connecting)
+                    return peripheral
+                }
+                let box = Box(objects)
+                deliver { manager in
+                    manager.delegate?.centralManager(
+                        manager, willRestoreState: [CBCentralManagerRestoredStatePeripheralsKey: box.value])
+                }
             case .stateChanged(let state):
                 let cbState = Self.cbState(state)
                 deliver { manager in
@@ -308,7 +320,9 @@
             self.manager = manager
             // Creating the manager is what asks the user (and may show the power alert).
             let showPowerAlert = options?[CBCentralManagerOptionShowPowerAlertKey] as? Bool ?? true
-            central.activate(showPowerAlert: showPowerAlert)
+            central.activate(
+                showPowerAlert: showPowerAlert,
+                restoreIdentifier: options?[CBCentralManagerOptionRestoreIdentifierKey] as? String)
             // The environment reported its state before this manager existed: report it now.
             let state = Self.cbState(central.state)
             if state != .unknown {

@@ -136,6 +136,41 @@ public final class XTalkSimulatedEnvironment {
         if showPowerAlert, authorization == .allowedAlways, bluetoothState == .poweredOff { powerAlertsShown += 1 }
     }
 
+    /// Connections iOS keeps for a terminated app that opted into state
+    /// restoration, with the restore identifier they are kept for.
+    private var keptForRestoration: (identifier: String, peripherals: [UUID])?
+
+    /// iOS terminates the app in the background (e.g. for memory): `client`
+    /// stops without a word to Bluetooth. Without a restore identifier the
+    /// app's connections end with it; with one (`XTalkBleClientOptions
+    /// .restoreIdentifier`) iOS keeps them, and the next client created with
+    /// the same identifier (the relaunched app) gets them back.
+    public func terminateApp(_ client: XTalkBleClient) {
+        client.terminateProcess()
+        let identifier = central.appTerminated()
+        #if os(Linux)
+            coreBluetoothRadio?.shutDown()
+        #endif
+        let held = peripherals.filter {
+            if case .disconnected = $0.connectionState { false } else { true }
+        }
+        if let identifier {
+            keptForRestoration = (identifier, held.map(\.id))
+        } else {
+            keptForRestoration = nil
+            for peripheral in held { peripheral.cancelConnection() }
+        }
+    }
+
+    /// What iOS hands back to a manager created with `identifier` (once).
+    func takeRestoration(_ identifier: String) -> [BleRestoredPeripheral]? {
+        guard let kept = keptForRestoration, kept.identifier == identifier else { return nil }
+        keptForRestoration = nil
+        return kept.peripherals.compactMap { id in
+            peripheral(id: id).map { BleRestoredPeripheral(id: id, name: $0.device.name, isConnected: $0.isConnected) }
+        }
+    }
+
     /// The user answers the system's permission prompt (while `.notDetermined`).
     public func answerPermissionPrompt(allow: Bool) {
         guard authorization == .notDetermined else { return }

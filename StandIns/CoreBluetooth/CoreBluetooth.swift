@@ -596,6 +596,12 @@ public let CBAdvertisementDataIsConnectable = "kCBAdvDataIsConnectable"
 public let CBCentralManagerScanOptionAllowDuplicatesKey = "kCBScanOptionAllowDuplicates"
 /// NSNumber (Bool), default true.
 public let CBCentralManagerOptionShowPowerAlertKey = "kCBInitOptionShowPowerAlert"
+/// String; must be stable across launches.
+public let CBCentralManagerOptionRestoreIdentifierKey = "kCBInitOptionRestoreIdentifier"
+/// Keys of `willRestoreState`'s dictionary: [CBPeripheral], [CBUUID], [String: Any].
+public let CBCentralManagerRestoredStatePeripheralsKey = "kCBRestoredPeripherals"
+public let CBCentralManagerRestoredStateScanServicesKey = "kCBRestoredScanServices"
+public let CBCentralManagerRestoredStateScanOptionsKey = "kCBRestoredScanOptions"
 
 // MARK: The radio behind the stand-in (SPI: not part of Apple's framework)
 

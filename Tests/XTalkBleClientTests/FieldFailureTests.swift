@@ -250,4 +250,78 @@ struct FieldFailureTests {
         #expect(harness.client.atReady)
         await harness.finish()
     }
+
+    /// A second client on the harness's environment: the app relaunched.
+    static func relaunch(_ harness: ClientHarness, options: XTalkBleClientOptions) -> XTalkBleClient {
+        ClientHarness.makeClient(harness.environment, options)
+    }
+
+    @Test("8. state restoration: the app terminated in the background gets its connection back, atReady, no new scan")
+    func stateRestoration() async throws {
+        let options = XTalkBleClientOptions(restoreIdentifier: "com.example.radio")
+        let harness = ClientHarness(options: options)
+        await harness.connect()
+        harness.environment.terminateApp(harness.client)
+        await harness.advance(.seconds(5))
+        #expect(harness.peripheral.isConnected, "iOS kept the connection")
+        let relaunched = Self.relaunch(harness, options: options)
+        var states: [XTalkConnectionState] = []
+        relaunched.onEvent = { if case .connectionStateChanged(let state) = $0 { states.append(state) } }
+        #expect(harness.environment.isBluetoothInUse, "a restoring client asks for Bluetooth at once")
+        for _ in 0..<400 where !relaunched.atReady { await harness.advance(.milliseconds(5)) }
+        #expect(relaunched.atReady && relaunched.connectionState == .connected)
+        #expect(states == [.connecting, .connected], "as a connection does")
+        #expect(relaunched.connectedPeripheralId == harness.peripheral.id)
+        #expect(harness.peripheral.connections == 1, "the same connection, not a new one")
+        let lines = try await harness.clock.run { try await relaunched.runAtCommand("AT+PING=back") }
+        #expect(lines == ["+PING:back", "OK"])
+        relaunched.teardown()
+        await harness.finish()
+    }
+
+    @Test("8. without a restore identifier the connection ends with the app; a relaunch starts idle")
+    func noRestoration() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.environment.terminateApp(harness.client)
+        await harness.advance(.milliseconds(100))
+        #expect(!harness.peripheral.isConnected)
+        let relaunched = Self.relaunch(harness, options: XTalkBleClientOptions(restoreIdentifier: "com.example.radio"))
+        await harness.advance(.seconds(1))
+        #expect(relaunched.connectionState == .idle && !relaunched.atReady)
+        relaunched.teardown()
+        await harness.finish()
+    }
+
+    @Test("8. a kept connection lost while the app was gone is let go: idle, no half-open link")
+    func restoredButLost() async throws {
+        let options = XTalkBleClientOptions(restoreIdentifier: "com.example.radio")
+        let harness = ClientHarness(options: options)
+        await harness.connect()
+        harness.environment.terminateApp(harness.client)
+        harness.peripheral.disconnect(.terminatedByDevice)
+        await harness.advance(.seconds(1))
+        let relaunched = Self.relaunch(harness, options: options)
+        await harness.advance(.seconds(1))
+        #expect(relaunched.connectionState == .idle && !relaunched.atReady)
+        #expect(!harness.peripheral.isConnected)
+        relaunched.teardown()
+        await harness.finish()
+    }
+
+    @Test("8. a restored connection that cannot be set up ends cleanly within the connect timeout")
+    func restoredThenFails() async throws {
+        let options = XTalkBleClientOptions(connectTimeout: .seconds(2), restoreIdentifier: "com.example.radio")
+        let harness = ClientHarness(options: options)
+        await harness.connect()
+        harness.environment.terminateApp(harness.client)
+        harness.peripheral.device.link.connectionInterval = .seconds(3)  // rediscovery cannot finish in time
+        let relaunched = Self.relaunch(harness, options: options)
+        await harness.advance(.milliseconds(2_100))
+        #expect(relaunched.connectionState == .failed(.timeout))
+        await harness.advance(.seconds(1))
+        #expect(!harness.peripheral.isConnected, "the link was cancelled: never half-open")
+        relaunched.teardown()
+        await harness.finish()
+    }
 }

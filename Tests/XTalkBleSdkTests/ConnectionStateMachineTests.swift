@@ -231,4 +231,23 @@ struct ConnectionStateMachineTests {
         #expect(ready.contains(.openPassthrough(peripheral: device, writeType: .withResponse)))
         #expect(machine.published.atReady && !machine.published.deviceControlReady)
     }
+
+    @Test("state restoration: the connected peripheral is adopted and set up once the radio is on; others let go")
+    func restoration() {
+        var machine = ConnectionStateMachine(connectTimeout: .seconds(10))  // a new manager: .unknown
+        let other = UUID()
+        let actions = machine.restored([(device, "xTalk-0001", true), (other, nil, false)])
+        #expect(actions.contains(.backend(.cancelConnection(other))))
+        #expect(!actions.contains { if case .backend(.discoverServices) = $0 { true } else { false } }, "radio unknown")
+        #expect(actions.contains { if case .startTimer = $0 { true } else { false } }, "bounded by the connect timeout")
+        #expect(machine.published.connectionState == .connecting)
+        #expect(machine.published.connectedPeripheralId == device && machine.published.connectedName == "xTalk-0001")
+        let on = machine.radioStateChanged(.poweredOn)
+        #expect(on.contains { if case .backend(.discoverServices(device, _)) = $0 { true } else { false } })
+        #expect(machine.published.connectionState == .connected)
+        // A client that is already busy adopts nothing.
+        var busy = scanned()
+        #expect(busy.restored([(other, nil, true)]) == [.backend(.cancelConnection(other))])
+        #expect(busy.published.connectionState == .scanning)
+    }
 }

@@ -26,7 +26,7 @@ final class CentralProbe {
             self.eventTimes.append(self.clock.elapsed)
         }
         // The app creates its manager (as on its first scan).
-        if activated { environment.backend.activate(showPowerAlert: true) }
+        if activated { environment.backend.activate(showPowerAlert: true, restoreIdentifier: nil) }
     }
 
     var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
@@ -89,12 +89,12 @@ struct SimulatedLinkTests {
         #expect(probe.backend.state == .unknown)
         #expect(probe.events.isEmpty, "no manager yet: nothing is reported")
         #expect(!probe.environment.isBluetoothInUse)
-        probe.backend.activate(showPowerAlert: true)
+        probe.backend.activate(showPowerAlert: true, restoreIdentifier: nil)
         #expect(probe.events.isEmpty && probe.backend.state == .unknown, "nothing from inside the call")
         await probe.advance(.zero)
         #expect(probe.backend.state == state.managerState)
         #expect(probe.events.compactMap(\.stateValue) == [state.managerState])
-        probe.backend.activate(showPowerAlert: true)
+        probe.backend.activate(showPowerAlert: true, restoreIdentifier: nil)
         await probe.advance(.seconds(1))
         #expect(probe.events.count == 1, "activating again does nothing")
         probe.finish()
@@ -104,7 +104,7 @@ struct SimulatedLinkTests {
     func permissionPrompt() async {
         let probe = CentralProbe(activated: false)
         probe.environment.authorization = .notDetermined
-        probe.backend.activate(showPowerAlert: true)
+        probe.backend.activate(showPowerAlert: true, restoreIdentifier: nil)
         #expect(probe.environment.permissionPromptsShown == 1, "creating the manager asks the user")
         await probe.advance(.seconds(10))
         #expect(probe.backend.state == .unknown && probe.events.isEmpty, "no answer, no state")
@@ -131,7 +131,7 @@ struct SimulatedLinkTests {
     func promptAnswered(allow: Bool) async {
         let probe = CentralProbe(activated: false)
         probe.environment.authorization = .notDetermined
-        probe.backend.activate(showPowerAlert: true)
+        probe.backend.activate(showPowerAlert: true, restoreIdentifier: nil)
         await probe.advance(.seconds(1))
         probe.environment.answerPermissionPrompt(allow: allow)
         await probe.advance(.zero)
@@ -146,8 +146,8 @@ struct SimulatedLinkTests {
             (XTalkSimulatedBluetoothState.poweredOff, true, 1), (.poweredOff, false, 0), (.poweredOn, true, 0),
         ] {
             let probe = CentralProbe(bluetoothState: state, activated: false)
-            probe.backend.activate(showPowerAlert: shows)
-            probe.backend.activate(showPowerAlert: shows)
+            probe.backend.activate(showPowerAlert: shows, restoreIdentifier: nil)
+            probe.backend.activate(showPowerAlert: shows, restoreIdentifier: nil)
             #expect(probe.environment.powerAlertsShown == alerts, "\(state), shows \(shows)")
             probe.finish()
         }

@@ -43,8 +43,23 @@ package struct BleBackendError: Error, Sendable, Hashable, CustomStringConvertib
     package var description: String { message }
 }
 
+/// A peripheral the platform kept for the app while it was not running (state restoration).
+package struct BleRestoredPeripheral: Sendable, Hashable {
+    package let id: UUID
+    package let name: String?
+    /// Still connected (otherwise a connection attempt was pending).
+    package let isConnected: Bool
+    package init(id: UUID, name: String?, isConnected: Bool) {
+        self.id = id
+        self.name = name
+        self.isConnected = isConnected
+    }
+}
+
 /// Everything a backend reports, on the main actor, never during a call.
 package enum BleBackendEvent: Sendable {
+    /// State restoration: what the platform kept for the app (first, before any state).
+    case restored([BleRestoredPeripheral])
     case stateChanged(BleManagerState)
     case discovered(peripheral: UUID, advertisement: BleAdvertisement, rssi: Int)
     /// The platform could not start or continue the scan (CoreBluetooth never reports this; BlueZ would).
@@ -78,8 +93,10 @@ package protocol BleBackend: AnyObject {
     /// here, not earlier, so that the system prompt (and, with
     /// `showPowerAlert`, the "turn on Bluetooth" alert) appears when the user
     /// acts. The state is reported later, never from inside this call. Calls
-    /// after the first do nothing.
-    func activate(showPowerAlert: Bool)
+    /// after the first do nothing. With a `restoreIdentifier` the platform
+    /// may hand back the connections it kept while the app was not running
+    /// (`.restored`, before the first state).
+    func activate(showPowerAlert: Bool, restoreIdentifier: String?)
 
     func scanForPeripherals(withServices services: [BleUUID])
     func stopScan()

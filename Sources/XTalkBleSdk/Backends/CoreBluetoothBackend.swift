@@ -71,10 +71,12 @@ package final class CoreBluetoothBackend: BleBackend {
         delegate.backend = self
     }
 
-    package func activate(showPowerAlert: Bool) {
+    package func activate(showPowerAlert: Bool, restoreIdentifier: String?) {
         guard manager == nil else { return }
+        var options: [String: Any] = [CBCentralManagerOptionShowPowerAlertKey: showPowerAlert]
+        if let restoreIdentifier { options[CBCentralManagerOptionRestoreIdentifierKey] = restoreIdentifier }
         // CoreBluetooth reports the state later, on the queue (never from init).
-        manager = makeManager(delegate, queue, [CBCentralManagerOptionShowPowerAlertKey: showPowerAlert])
+        manager = makeManager(delegate, queue, options)
     }
 
     // MARK: Commands
@@ -239,6 +241,20 @@ package final class CoreBluetoothBackend: BleBackend {
                 }
             }
             emit(.stateChanged(newState))
+        case .restored(let objects):
+            // The system kept these for the app while it was not running: take
+            // them as current (a connected one's callbacks belong to a new generation).
+            var restored: [BleRestoredPeripheral] = []
+            for box in objects {
+                let object = box.value
+                let id = object.identifier
+                peripherals[id] = object
+                object.delegate = delegate
+                delegate.beginConnection(id)
+                restored.append(
+                    BleRestoredPeripheral(id: id, name: object.name, isConnected: object.state == .connected))
+            }
+            emit(.restored(restored))
         case .discovered(let peripheral, let object, let advertisement, let rssi):
             peripherals[peripheral] = object.value
             emit(.discovered(peripheral: peripheral, advertisement: advertisement, rssi: rssi))
@@ -346,6 +362,8 @@ enum Callback: Sendable {
     case connection(UUID, BleBackendEvent)
     /// didModifyServices, with the services it invalidated (empty: one was added).
     case servicesChanged(UUID, invalidated: [BleUUID])
+    /// willRestoreState: the peripherals the system kept for the app.
+    case restored([CoreBluetoothObject<CBPeripheral>])
 }
 
 /// The CoreBluetooth delegate: runs on the manager's queue, turns each
@@ -401,6 +419,11 @@ final class CentralDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralDel
 
     func centralManagerDidUpdateState(_ central: CBCentralManager) {
         deliver(.state(CoreBluetoothBackend.managerState(central.state)), for: nil)
+    }
+
+    func centralManager(_ central: CBCentralManager, willRestoreState dict: [String: Any]) {
+        let peripherals = dict[CBCentralManagerRestoredStatePeripheralsKey] as? [CBPeripheral] ?? []
+        deliver(.restored(peripherals.map { CoreBluetoothObject(value: $0) }), for: nil)
     }
 
     func centralManager(

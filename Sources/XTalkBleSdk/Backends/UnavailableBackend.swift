@@ -13,7 +13,7 @@ final class UnavailableBackend: BleBackend {
         self.scheduler = scheduler
     }
 
-    func activate(showPowerAlert: Bool) {}
+    func activate(showPowerAlert: Bool, restoreIdentifier: String?) {}
     func scanForPeripherals(withServices services: [BleUUID]) {}
     func stopScan() {}
     func connect(_ peripheral: UUID) {}

@@ -122,6 +122,8 @@ public final class XTalkBleClient: NSObject {
         machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state, profile: profile)
         super.init()
         backend.eventHandler = { [weak self] event in self?.handleBackendEvent(event) }
+        // State restoration works only for a manager created at launch.
+        if options.restoreIdentifier != nil { activateBluetooth() }
     }
 
     var scheduler: any TimerScheduling { backend.scheduler }
@@ -148,7 +150,7 @@ public final class XTalkBleClient: NSObject {
     /// prompt appears when the user acts (Apple's guidance).
     private func activateBluetooth() {
         guard !isTornDown else { return }
-        backend.activate(showPowerAlert: options.showsPowerAlert)
+        backend.activate(showPowerAlert: options.showsPowerAlert, restoreIdentifier: options.restoreIdentifier)
     }
 
     /// Stops scanning; the state returns to `.idle`. A connection is unaffected.
@@ -186,6 +188,17 @@ public final class XTalkBleClient: NSObject {
     /// Ends scanning, the connection, every transaction (`.cancelled`) and the
     /// event stream. Terminal and idempotent: create a new client afterwards.
     /// Later calls do nothing, throw `.notConnected`, or return nil.
+    /// The app's process ends without a goodbye (the simulator's
+    /// `terminateApp`): everything of this client stops and nothing reaches
+    /// the backend; the platform keeps or drops its connections itself.
+    package func terminateProcess() {
+        isTerminated = true
+        teardown()
+    }
+
+    /// Set by `terminateProcess()`: backend commands are dropped.
+    private var isTerminated = false
+
     public func teardown() {
         guard !isTornDown else { return }
         log(.info, "teardown")
@@ -211,6 +224,9 @@ public final class XTalkBleClient: NSObject {
     private func handleBackendEvent(_ event: BleBackendEvent) {
         guard !isTornDown else { return }
         switch event {
+        case .restored(let peripherals):
+            log(.info, "state restoration: \(peripherals.count) peripheral(s) kept by the system")
+            return apply(machine.restored(peripherals.map { ($0.id, $0.name, $0.isConnected) }))
         case .valueUpdated(let peripheral, let characteristic, let value, let error):
             if characteristic == machine.profile.passthrough.notifyRef {
                 if let link = passthrough, link.peripheral == peripheral, error == nil, let value {
@@ -270,7 +286,7 @@ public final class XTalkBleClient: NSObject {
         for action in actions {
             switch action {
             case .backend(let command):
-                issue(command)
+                if !isTerminated { issue(command) }
             case .startTimer(let id, let duration):
                 connectionTimers[id] = scheduler.schedule(after: duration) { [weak self] in
                     guard let self, self.connectionTimers.removeValue(forKey: id) != nil else { return }

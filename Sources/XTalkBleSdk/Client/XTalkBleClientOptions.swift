@@ -45,6 +45,15 @@ public struct XTalkBleClientOptions: Sendable {
     /// iOS's default, true). Set it to false to explain it in your own UI
     /// (`connectionState == .failed(.bluetoothUnavailable)`).
     public var showsPowerAlert: Bool
+    /// Opt-in state restoration (iOS): with an identifier (the same at every
+    /// launch), iOS keeps the app's connection while the app is suspended or
+    /// terminated and relaunches it in the background for its events (the
+    /// app needs `bluetooth-central` in `UIBackgroundModes`). A client made
+    /// with it asks for Bluetooth at once (make it at launch), takes the kept
+    /// connection back and brings it to `atReady` as a connection does
+    /// (`.connecting`, `.connected`, within `connectTimeout`), or lets it go;
+    /// never half-open. Nil (the default): no restoration.
+    public var restoreIdentifier: String?
 
     public init(
         connectTimeout: Duration = .seconds(10),
@@ -52,9 +61,11 @@ public struct XTalkBleClientOptions: Sendable {
         logLevel: XTalkLogLevel = .info,
         logHandler: XTalkLogHandler? = nil,
         writeReadyTimeout: Duration = .seconds(2),
-        showsPowerAlert: Bool = true
+        showsPowerAlert: Bool = true,
+        restoreIdentifier: String? = nil
     ) {
         self.showsPowerAlert = showsPowerAlert
+        self.restoreIdentifier = restoreIdentifier
         self.connectTimeout = connectTimeout
         self.eventBufferLimit = eventBufferLimit
         self.logLevel = logLevel

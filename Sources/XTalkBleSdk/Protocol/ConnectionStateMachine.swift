@@ -61,6 +61,8 @@ struct ConnectionStateMachine {
         /// Until `atReady`: the connect timeout.
         var timer: ChannelTimerID?
         var phase = Phase.connecting
+        /// Handed back by state restoration already connected: set up once the radio is on.
+        var restored = false
         /// The readable characteristics of the optional services found (xTalk:
         /// battery level, firmware and hardware revision).
         var deviceControl: Set<BleUUID> = []
@@ -217,6 +219,35 @@ struct ConnectionStateMachine {
         published.connectedPeripheralId = id
         actions.append(.startTimer(timer, connectTimeout))
         actions.append(.backend(.connect(id)))
+        return actions
+    }
+
+    /// State restoration handed back the app's peripherals. A fresh client
+    /// adopts the first that is still connected: `.connecting`, then (with
+    /// the radio on) `.connected`, rediscovery and subscription to `atReady`,
+    /// within the connect timeout, as a connection does. Every other one is
+    /// let go. Nothing is left half-open.
+    mutating func restored(_ peripherals: [(id: UUID, name: String?, isConnected: Bool)]) -> [Action] {
+        var actions: [Action] = []
+        var adopted: UUID?
+        if case .idle = state, connectTimeout > .zero, Self.unavailability(radio) == nil,
+            let first = peripherals.first(where: \.isConnected)
+        {
+            adopted = first.id
+            let timer = makeTimer()
+            var link = Link(peripheral: first.id, timer: timer)
+            link.restored = true
+            state = .link(link)
+            publish(.connecting)
+            published.connectedName = first.name
+            published.connectedAddress = nil
+            published.connectedPeripheralId = first.id
+            actions.append(.startTimer(timer, connectTimeout))
+            if radio == .poweredOn { actions += connected(first.id) }
+        }
+        for peripheral in peripherals where peripheral.id != adopted {
+            actions.append(.backend(.cancelConnection(peripheral.id)))
+        }
         return actions
     }
 
@@ -463,11 +494,13 @@ struct ConnectionStateMachine {
                 state = .idle
                 publish(.failed(error))
             }
-        case .link:
+        case .link(let link):
             if let error = Self.unavailability(newState) {
                 // Every connection is gone with the radio, without a disconnect callback.
                 endLink(error: .notConnected, into: &actions, linkGone: true)
                 publish(.failed(error))
+            } else if newState == .poweredOn, link.restored, link.phase == .connecting {
+                actions += connected(link.peripheral)  // a restored connection: set it up now
             }
         case .idle, .tornDown:
             break

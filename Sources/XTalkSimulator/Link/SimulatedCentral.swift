@@ -84,11 +84,32 @@ package final class SimulatedCentral: BleBackend {
     /// The state the app was last told (or is about to be).
     private var reported: BleManagerState = .unknown
 
-    package func activate(showPowerAlert: Bool) {
+    /// The restore identifier the app's manager was created with.
+    private var restoreIdentifier: String?
+
+    package func activate(showPowerAlert: Bool, restoreIdentifier: String?) {
         guard !isActive else { return }
         isActive = true
+        self.restoreIdentifier = restoreIdentifier
         environment.managerCreated(showPowerAlert: showPowerAlert)
+        // State restoration comes first, before the state (willRestoreState).
+        if let restoreIdentifier, let kept = environment.takeRestoration(restoreIdentifier) {
+            post(.restored(kept))
+        }
         reportState()
+    }
+
+    /// The app's process ended: its manager is gone (nothing more is
+    /// delivered to it) and a new one starts from `.unknown`. Returns the
+    /// restore identifier the manager had, if any.
+    func appTerminated() -> String? {
+        cancelInFlight()
+        eventHandler = nil
+        isActive = false
+        state = .unknown
+        reported = .unknown
+        defer { restoreIdentifier = nil }
+        return restoreIdentifier
     }
 
     /// Reports the platform's state as the app's manager would see it, if it changed.
