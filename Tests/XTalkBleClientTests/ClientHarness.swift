@@ -50,6 +50,15 @@ final class ClientHarness {
         return XTalkBleClient(simulator: environment, options: options)
     }
 
+    /// A command the (connected) device never answers, on the wire for 50 ms
+    /// and pending for seconds more: for tests of what ends pending work.
+    func pendingSilentCommand() async -> Task<[String], any Error> {
+        peripheral.device.firmware.faults.silentCommands = ["AT+SLOW"]
+        let pending = start { [client] in try await client.runAtCommand("AT+SLOW", timeoutMs: 5_000) }
+        await advance(.milliseconds(50))
+        return pending
+    }
+
     /// A healthy device on a realistic but quick link.
     static func fastDevice(name: String = "xTalk-0001", address: String? = "C0:FF:EE:00:00:01") -> XTalkSimulatedDevice
     {

@@ -100,9 +100,7 @@ struct FieldFailureTests {
     func permissionRevoked() async throws {
         let harness = ClientHarness()
         await harness.connect()
-        harness.peripheral.device.firmware.faults.silentCommands = ["AT+SLOW"]
-        let pending = harness.start { try await harness.client.runAtCommand("AT+SLOW", timeoutMs: 5_000) }
-        await harness.advance(.milliseconds(50))
+        let pending = await harness.pendingSilentCommand()
         harness.environment.authorization = .denied
         await harness.advance(.milliseconds(10))
         #expect(harness.client.connectionState == .failed(.permissionDenied))
@@ -151,9 +149,7 @@ struct FieldFailureTests {
     func passthroughInvalidated() async throws {
         let harness = ClientHarness()
         await harness.connect()
-        harness.peripheral.device.firmware.faults.silentCommands = ["AT+SLOW"]
-        let pending = harness.start { try await harness.client.runAtCommand("AT+SLOW", timeoutMs: 5_000) }
-        await harness.advance(.milliseconds(50))
+        let pending = await harness.pendingSilentCommand()
         harness.peripheral.modifyServices(invalidating: [.passthrough])
         await harness.advance(.milliseconds(50))
         #expect(harness.client.connectionState == .disconnected && !harness.client.atReady)

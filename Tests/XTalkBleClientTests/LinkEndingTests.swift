@@ -33,9 +33,7 @@ struct LinkEndingTests {
     func scanEndsLink() async throws {
         let harness = ClientHarness()
         await harness.connect()
-        harness.peripheral.device.firmware.faults.silentCommands = ["AT+SLOW"]
-        let pending = harness.start { try await harness.client.runAtCommand("AT+SLOW", timeoutMs: 2_000) }
-        await harness.advance(.milliseconds(50))
+        let pending = await harness.pendingSilentCommand()
         let before = harness.events.count
         harness.client.startScan()
         await harness.advance(.milliseconds(10))
