@@ -250,4 +250,41 @@ struct ConnectionStateMachineTests {
         #expect(busy.restored([(other, nil, true)]) == [.backend(.cancelConnection(other))])
         #expect(busy.published.connectionState == .scanning)
     }
+
+    @Test(
+        "pairing failures have their own reasons: refused subscription, failed connect, link dropped while subscribing")
+    func pairingFailures() {
+        let notPaired = ConnectionStateMachine.StackError(
+            kind: .pairingRequired, message: "Encryption is insufficient.")
+        let removed = ConnectionStateMachine.StackError(
+            kind: .pairingRemoved, message: "Peer removed pairing information")
+        var refused = scanned()
+        subscribing(&refused)
+        let actions = refused.notificationStateUpdated(device, rxRef, isNotifying: false, error: notPaired)
+        #expect(actions.contains(.backend(.cancelConnection(device))), "the link is not left half-open")
+        guard case .failed(.connectionFailed(let reason)) = refused.published.connectionState else {
+            Issue.record("state \(refused.published.connectionState)")
+            return
+        }
+        #expect(reason.hasPrefix("pairing failed: ") && reason.hasSuffix("(Encryption is insufficient.)"))
+        var dropped = scanned()
+        subscribing(&dropped)
+        _ = dropped.disconnected(device, error: removed)
+        guard case .failed(.connectionFailed(let droppedReason)) = dropped.published.connectionState else {
+            Issue.record("state \(dropped.published.connectionState)")
+            return
+        }
+        #expect(droppedReason.hasPrefix("pairing removed by the device: "))
+        var failed = scanned()
+        _ = failed.connect(device)
+        _ = failed.failedToConnect(device, error: removed)
+        #expect(
+            failed.published.connectionState == dropped.published.connectionState, "the same reason on a failed connect"
+        )
+        // Any other error keeps its own words.
+        var other = scanned()
+        _ = other.connect(device)
+        _ = other.failedToConnect(device, error: .init(kind: .other, message: "Connection refused"))
+        #expect(other.published.connectionState == .failed(.connectionFailed("Connection refused")))
+    }
 }
