@@ -104,9 +104,8 @@ extension ChaosScenario {
         // A lost "ready" callback never stalls the pump: it re-polls the flag
         // (every 10 ms) and, blocked for writeReadyTimeout, writes anyway.
         if let since = client.writesBlockedSince, reportedStall != since {
-            let writeBound = XTalkBleClientOptions().writeReadyTimeout + .milliseconds(10)
-            if now - since > writeBound {
-                violation("the write pump has held bytes since \(since), longer than \(writeBound)")
+            if now - since > Self.writeAnywayBound {
+                violation("the write pump has held bytes since \(since), longer than \(Self.writeAnywayBound)")
                 reportedStall = since
             } else if let room = peripheral.writeRoomSince, now - max(since, room) > .milliseconds(11) {
                 violation("the write pump has held bytes since \(since) while the link had room since \(room)")
@@ -451,7 +450,7 @@ private final class RecordChecker {
                 // A no-wait line accepted while a lost callback held the ready flag
                 // false goes out when the pump writes anyway (writeReadyTimeout).
                 if wire.noWait, record.readyFlagWasStuck(from: wire.madeAt, to: wire.madeAt) {
-                    end += XTalkBleClientOptions().writeReadyTimeout + .milliseconds(10)
+                    end += ChaosScenario.writeAnywayBound
                 }
                 while next < occurrences.count && occurrences[next] < wire.madeAt { next += 1 }
                 guard next < occurrences.count, occurrences[next] <= end else { continue }
@@ -634,7 +633,7 @@ private final class RecordChecker {
         // or the pump held it for a ready flag a lost callback left false.
         if own == nil, lines?.isEmpty ?? true {
             if record.wasUnreachable(from: wire.madeAt, to: endedAt) { return .excused("device out of range") }
-            if readyFlagHeldWrites(from: wire.madeAt, to: endedAt) { return .excused("ready flag stuck") }
+            if record.readyFlagWasStuck(from: wire.madeAt, to: endedAt) { return .excused("ready flag stuck") }
         }
         if let lines {
             if let emission = lateReply(for: wire, exactly: lines) {
@@ -690,16 +689,14 @@ private final class RecordChecker {
                 // Lost out of range: no credit came back for the writes in front of it.
                 if record.wasUnreachable(from: wire.madeAt, to: endedAt) { return .excused("device out of range") }
                 // The pump waits for a ready flag a lost callback left false (writeReadyTimeout).
-                if readyFlagHeldWrites(from: wire.madeAt, to: endedAt) { return .excused("ready flag stuck") }
+                if record.readyFlagWasStuck(from: wire.madeAt, to: endedAt) { return .excused("ready flag stuck") }
                 return .violation("timed out, but its line never reached the link")
             }
             // (The timer starts when the line is handed to the write pump, which
             // writes its first chunk at once, unless the ready flag is stuck:
             // the window ends exactly then.)
-            if endedAt < written + wire.timeout, readyFlagHeldWrites(from: wire.madeAt, to: written) {
-                return .excused("ready flag stuck")
-            }
             if endedAt < written + wire.timeout {
+                if record.readyFlagWasStuck(from: wire.madeAt, to: written) { return .excused("ready flag stuck") }
                 return .violation(
                     "timed out at \(endedAt), before its window (\(wire.timeout) from its write at \(written)) ended")
             }
@@ -890,13 +887,6 @@ private final class RecordChecker {
         let written = bytes.dropLast(text.utf8.count).map { $0 ^ 0x5A }
         return written.allSatisfy { (0x20...0x7E).contains($0) || $0 == 0x0D || $0 == 0x0A }
             && written.suffix(2) == [0x0D, 0x0A]
-    }
-
-    /// Whether, between `start` and `end`, the pump may have been held by a
-    /// ready flag a lost callback left false. (How long it may hold is the
-    /// liveness invariant's business: `writeReadyTimeout` from blocking.)
-    private func readyFlagHeldWrites(from start: Duration, to end: Duration) -> Bool {
-        record.readyFlagWasStuck(from: start, to: end)
     }
 
     /// When the first bytes of the command's line were handed to the link (in either encoding), if they were.

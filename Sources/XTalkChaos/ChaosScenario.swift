@@ -180,6 +180,9 @@ package final class ChaosScenario {
 
     /// The longest drain after an operation that did not end cleanly.
     static let drainBound = Duration.seconds(1)
+    /// How long the write pump may hold bytes for a platform that says "no
+    /// room": the client's `writeReadyTimeout` and one re-poll (10 ms).
+    static let writeAnywayBound = XTalkBleClientOptions().writeReadyTimeout + .milliseconds(10)
     /// The quiet time that ends a drain (PROTOCOL.md section 6).
     static let drainQuiet = Duration.milliseconds(150)
     /// The client's connect timeout in scenarios: a device that stays connected

@@ -121,13 +121,20 @@ package struct XTalkDeviceRecord: Sendable {
 
     /// Whether the ready flag was stuck false at any moment between `start` and `end`.
     package func readyFlagWasStuck(from start: Duration, to end: Duration) -> Bool {
-        readyFlagStuck.contains { $0.from <= end && ($0.to ?? end) >= start }
+        readyFlagStuck.contains { Self.overlaps($0, start, end) }
     }
 
     /// Whether the device was unreachable while the central still had the
     /// link at any moment between `start` and `end`.
     package func wasUnreachable(from start: Duration, to end: Duration) -> Bool {
-        unreachable.values.contains { $0.from <= end && ($0.to ?? end) >= start }
+        unreachable.values.contains { Self.overlaps($0, start, end) }
+    }
+
+    /// Whether an interval (open while `to` is nil) and `start...end` share a moment.
+    private static func overlaps(_ interval: (from: Duration, to: Duration?), _ start: Duration, _ end: Duration)
+        -> Bool
+    {
+        interval.from <= end && (interval.to ?? end) >= start
     }
 
     mutating func recordEmission(

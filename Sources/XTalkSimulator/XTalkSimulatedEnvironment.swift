@@ -259,11 +259,7 @@ public final class XTalkSimulatedEnvironment {
     /// device is free (a connected device does not advertise).
     func resumeAdvertising(_ peripheral: XTalkSimulatedPeripheral, firstWithin: Bool = true) {
         stopAdvertising(peripheral)
-        guard scanning, !isShutDown, case .disconnected = peripheral.connectionState, !peripheral.isConnectedToSystem,
-            matchesFilter(peripheral)
-        else {
-            return
-        }
+        guard scanning, !isShutDown, advertises(peripheral) else { return }
         let interval = max(peripheral.device.advertisingInterval, .milliseconds(20))
         let delay: Duration
         if firstWithin {
@@ -280,9 +276,7 @@ public final class XTalkSimulatedEnvironment {
     }
 
     private func advertise(_ peripheral: XTalkSimulatedPeripheral) {
-        guard scanning, case .disconnected = peripheral.connectionState, !peripheral.isConnectedToSystem,
-            matchesFilter(peripheral)
-        else { return }
+        guard scanning, advertises(peripheral) else { return }
         let device = peripheral.device
         let jitter = max(0, device.rssiJitter)
         let rssi = device.rssi + random.int(in: -jitter...jitter)
@@ -303,6 +297,13 @@ public final class XTalkSimulatedEnvironment {
             let offered = SimulatedGattDatabase(peripheral.device.gatt).services.map(\.uuid)
             return services.allSatisfy(offered.contains)
         }
+    }
+
+    /// A device advertises while nothing is connected to it (an app or the
+    /// system), and the running scan hears it when it matches the filter.
+    private func advertises(_ peripheral: XTalkSimulatedPeripheral) -> Bool {
+        guard case .disconnected = peripheral.connectionState, !peripheral.isConnectedToSystem else { return false }
+        return matchesFilter(peripheral)
     }
 
     private func matchesFilter(_ peripheral: XTalkSimulatedPeripheral) -> Bool {

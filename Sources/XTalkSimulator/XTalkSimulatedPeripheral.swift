@@ -303,34 +303,28 @@ public final class XTalkSimulatedPeripheral {
         tearDown()
     }
 
-    /// The stack ends the link at once with `error` (e.g. encryption failed).
-    func loseLinkAtOnce(_ error: BleBackendError) {
-        guard case .connected = connectionState else { return }
-        tearDown()
-        post(.disconnected(peripheral: id, error: error))
+    /// The link is lost without the central asking, as `loss` says.
+    func loseLink(_ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
+        switch loss {
+        case .supervisionTimeout:
+            loseLink(
+                after: device.link.supervisionTimeout,
+                reporting: BleBackendError(.connectionTimeout, "The connection has timed out unexpectedly."))
+        case .terminatedByDevice:
+            loseLink(
+                after: .zero,
+                reporting: BleBackendError(.peripheralDisconnected, "The specified device has disconnected from us."))
+        }
     }
 
-    /// The link is lost without the central asking. The device is gone at
-    /// once; the central keeps the link until it reports the loss.
-    func loseLink(_ loss: XTalkSimulatedLinkLoss = .supervisionTimeout) {
+    /// The link is lost: the device is gone at once; the central keeps the
+    /// link until it reports the loss with `error`, `delay` from now.
+    func loseLink(after delay: Duration, reporting error: BleBackendError) {
         guard case .connected = connectionState, let link else { return }
         link.lose()
         connectionState = .lost
         deviceRecord.recordLinkLost(connectionCount, at: environment.scheduler.elapsed)
         let attempt = self.attempt
-        let (delay, error) =
-            switch loss {
-            case .supervisionTimeout:
-                (
-                    device.link.supervisionTimeout,
-                    BleBackendError(.connectionTimeout, "The connection has timed out unexpectedly.")
-                )
-            case .terminatedByDevice:
-                (
-                    Duration.zero,
-                    BleBackendError(.peripheralDisconnected, "The specified device has disconnected from us.")
-                )
-            }
         environment.central.post(after: delay, .disconnected(peripheral: id, error: error)) { [weak self] in
             // Also ends the central's side of the link, unless the app cancelled it meanwhile.
             guard let self, !self.abandonedAttempts.contains(attempt), self.attempt == attempt,

@@ -236,7 +236,10 @@ struct ConnectionStateMachineTests {
     func restoration() {
         var machine = ConnectionStateMachine(connectTimeout: .seconds(10))  // a new manager: .unknown
         let other = UUID()
-        let actions = machine.restored([(device, "xTalk-0001", true), (other, nil, false)])
+        let actions = machine.restored([
+            BleRestoredPeripheral(id: device, name: "xTalk-0001", isConnected: true),
+            BleRestoredPeripheral(id: other, name: nil, isConnected: false),
+        ])
         #expect(actions.contains(.backend(.cancelConnection(other))))
         #expect(!actions.contains { if case .backend(.discoverServices) = $0 { true } else { false } }, "radio unknown")
         #expect(actions.contains { if case .startTimer = $0 { true } else { false } }, "bounded by the connect timeout")
@@ -247,7 +250,9 @@ struct ConnectionStateMachineTests {
         #expect(machine.published.connectionState == .connected)
         // A client that is already busy adopts nothing.
         var busy = scanned()
-        #expect(busy.restored([(other, nil, true)]) == [.backend(.cancelConnection(other))])
+        #expect(
+            busy.restored([BleRestoredPeripheral(id: other, name: nil, isConnected: true)])
+                == [.backend(.cancelConnection(other))])
         #expect(busy.published.connectionState == .scanning)
     }
 

@@ -43,19 +43,6 @@ package struct BleBackendError: Error, Sendable, Hashable, CustomStringConvertib
     package var description: String { message }
 }
 
-/// A peripheral the platform kept for the app while it was not running (state restoration).
-package struct BleRestoredPeripheral: Sendable, Hashable {
-    package let id: UUID
-    package let name: String?
-    /// Still connected (otherwise a connection attempt was pending).
-    package let isConnected: Bool
-    package init(id: UUID, name: String?, isConnected: Bool) {
-        self.id = id
-        self.name = name
-        self.isConnected = isConnected
-    }
-}
-
 /// Everything a backend reports, on the main actor, never during a call.
 package enum BleBackendEvent: Sendable {
     /// State restoration: what the platform kept for the app (first, before any state).

@@ -226,7 +226,7 @@ public final class XTalkBleClient: NSObject {
         switch event {
         case .restored(let peripherals):
             log(.info, "state restoration: \(peripherals.count) peripheral(s) kept by the system")
-            return apply(machine.restored(peripherals.map { ($0.id, $0.name, $0.isConnected) }))
+            return apply(machine.restored(peripherals))
         case .valueUpdated(let peripheral, let characteristic, let value, let error):
             if characteristic == machine.profile.passthrough.notifyRef {
                 if let link = passthrough, link.peripheral == peripheral, error == nil, let value {

@@ -1,9 +1,10 @@
 import Foundation
 
 // The Bluetooth values the core reasons about: UUIDs, radio states,
-// characteristic properties, write types, advertisements (GATT profiles are in
-// GattProfile.swift). The core owns them; the backend seam (Backends/BleBackend.swift)
-// carries them between a Bluetooth stack and the core.
+// characteristic properties, write types, advertisements, restored
+// peripherals (GATT profiles are in GattProfile.swift). The core owns them;
+// the backend seam (Backends/BleBackend.swift) carries them between a
+// Bluetooth stack and the core.
 
 /// A 16-, 32- or 128-bit Bluetooth UUID, kept as its canonical 128-bit text.
 package struct BleUUID: Hashable, Sendable, CustomStringConvertible {
@@ -96,5 +97,18 @@ package struct BleAdvertisement: Sendable, Hashable {
         self.manufacturerData = manufacturerData
         self.serviceUUIDs = serviceUUIDs
         self.platformAddress = platformAddress
+    }
+}
+
+/// A peripheral the platform kept for the app while it was not running (state restoration).
+package struct BleRestoredPeripheral: Sendable, Hashable {
+    package let id: UUID
+    package let name: String?
+    /// Still connected (otherwise a connection attempt was pending).
+    package let isConnected: Bool
+    package init(id: UUID, name: String?, isConnected: Bool) {
+        self.id = id
+        self.name = name
+        self.isConnected = isConnected
     }
 }

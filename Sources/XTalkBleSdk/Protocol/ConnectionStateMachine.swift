@@ -227,7 +227,7 @@ struct ConnectionStateMachine {
     /// the radio on) `.connected`, rediscovery and subscription to `atReady`,
     /// within the connect timeout, as a connection does. Every other one is
     /// let go. Nothing is left half-open.
-    mutating func restored(_ peripherals: [(id: UUID, name: String?, isConnected: Bool)]) -> [Action] {
+    mutating func restored(_ peripherals: [BleRestoredPeripheral]) -> [Action] {
         var actions: [Action] = []
         var adopted: UUID?
         if case .idle = state, connectTimeout > .zero, Self.unavailability(radio) == nil,

@@ -235,8 +235,9 @@ package final class SimulatedCentral: BleBackend {
             case .peerRemovedPairing:
                 // The phone holds a bond the device forgot: encryption fails and iOS drops the link.
                 link.after(link.procedureDelay) { [weak peripheral] in
-                    peripheral?.loseLinkAtOnce(
-                        BleBackendError(.peerRemovedPairing, "Peer removed pairing information"))
+                    peripheral?.loseLink(
+                        after: .zero,
+                        reporting: BleBackendError(.peerRemovedPairing, "Peer removed pairing information"))
                 }
                 return
             }
