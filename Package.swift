@@ -4,12 +4,14 @@
 //
 // Module graph (arrow = imports), with no cycle:
 //   XTalkSupport         what both SDKs share: observable state, transport error classes, hex
-//   XTalkBleSdk        → XTalkSupport (re-exported): client, sans-I/O core, backend seam,
-//                        the CoreBluetooth backend (against a stand-in on Linux)
+//   XTalkDBus            the D-Bus wire protocol in Swift (sans-I/O core + one socket driver)
+//   XTalkBleSdk        → XTalkSupport (re-exported), XTalkDBus: client, sans-I/O core, backend seam,
+//                        the CoreBluetooth backend (against a stand-in on Linux), the BlueZ backend
 //   XTalkLibCrypto       the system libcrypto's Ed25519, loaded at run time (Linux)
 //   XTalkCrypto        → XTalkLibCrypto (Linux): Ed25519 + CSPRNG seam (CryptoKit / libcrypto)
 //   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
+//   XTalkFakeBlueZ     → XTalkDBus, the simulator: a BlueZ of our own on a private dbus-daemon (tests, bench)
 //   XTalkChaos         → the SDKs and the simulator: seeded chaos scenarios (tests, `xtalk chaos`)
 //   XTalkCLI           → the SDKs, the simulator and the chaos engine: the tool's commands, testable in-process
 //   xtalk              → XTalkCLI (the executable: real clock, stdin/stdout, signals)
@@ -57,10 +59,11 @@ let package = Package(
     ],
     targets: [
         .target(name: "XTalkSupport", dependencies: standIns("Combine")),
+        .target(name: "XTalkDBus"),
         .target(name: coreBluetoothStandIn, path: "StandIns/CoreBluetooth"),
         .target(
             name: "XTalkBleSdk",
-            dependencies: ["XTalkSupport", .target(name: coreBluetoothStandIn, condition: onLinux)]
+            dependencies: ["XTalkSupport", "XTalkDBus", .target(name: coreBluetoothStandIn, condition: onLinux)]
                 + standIns("Combine", "os"),
             // Apple requires a privacy manifest from SDKs (PrivacyManifestTests checks it).
             resources: [.copy("PrivacyInfo.xcprivacy")]
@@ -78,6 +81,7 @@ let package = Package(
             name: "XTalkSimulator",
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
         ),
+        .target(name: "XTalkFakeBlueZ", dependencies: ["XTalkDBus", "XTalkBleSdk", "XTalkSimulator"]),
         .target(name: "XTalkChaos", dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]),
         .target(
             name: "XTalkCLI",
@@ -102,6 +106,7 @@ let package = Package(
             dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto", "XTalkTestSupport"]
         ),
         .testTarget(name: "XTalkChaosTests", dependencies: ["XTalkChaos", "XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(name: "XTalkDBusTests", dependencies: ["XTalkDBus", "XTalkFakeBlueZ"]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]

@@ -1,0 +1,451 @@
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A failed call: the peer's D-Bus error, or the connection's own.
+package struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The error name, e.g. `org.bluez.Error.InProgress`.
+    package let name: String
+    package let message: String
+    package init(name: String, message: String) {
+        self.name = name
+        self.message = message
+    }
+
+    /// The connection closed before the reply arrived.
+    package static func disconnected(_ reason: String) -> DBusError {
+        DBusError(name: "org.freedesktop.DBus.Error.Disconnected", message: reason)
+    }
+
+    package var description: String { message.isEmpty ? name : "\(name): \(message)" }
+}
+
+/// One connection to a message bus, on the main actor.
+///
+/// I/O is watch-based: a dispatch read source wakes when the socket has bytes
+/// (no polling, no timeout adds latency), a serial queue writes. Everything a
+/// caller sees (replies, signals, incoming calls, the close) arrives on the
+/// main actor on a later turn, never from inside a call. At most
+/// `maximumCallsInFlight` calls wait for replies at once (dbus-daemon allows
+/// 128 per connection); further calls wait here, in order.
+@MainActor
+package final class DBusConnection {
+    package typealias ReplyHandler = @MainActor (Result<DBusMessage, DBusError>) -> Void
+
+    package static let maximumCallsInFlight = 64
+    /// How long a call waits for its reply (libdbus's default).
+    package static let defaultCallTimeout: Duration = .seconds(25)
+
+    /// Our unique name on the bus (after `Hello`).
+    package private(set) var uniqueName = ""
+    package private(set) var isClosed = false
+    /// Signals (after `addMatch`).
+    package var onSignal: (@MainActor (DBusMessage) -> Void)?
+    /// Method calls addressed to this connection (answer with `send`).
+    package var onMethodCall: (@MainActor (DBusMessage) -> Void)?
+    /// The connection closed (by the peer, an I/O error, or `close()`); once.
+    package var onClose: (@MainActor (String) -> Void)?
+
+    private let io: SocketIO
+    private var nextSerial: UInt32 = 0
+    private var pending: [UInt32: (handler: ReplyHandler, timer: DispatchWorkItem)] = [:]
+    private var waiting: [(message: DBusMessage, timeout: Duration, handler: ReplyHandler)] = []
+    /// Count of calls sent; messages sent (any kind). For tests and benchmarks.
+    package private(set) var messagesSent = 0
+
+    private init(io: SocketIO) {
+        self.io = io
+    }
+
+    /// Connects to the first reachable address, authenticates and says Hello.
+    /// The completion runs on the main actor on a later turn.
+    package static func open(
+        _ addresses: [DBusAddress], completion: @escaping @MainActor (Result<DBusConnection, DBusError>) -> Void
+    ) {
+        DispatchQueue.global().async {
+            let result = SocketIO.connectAndAuthenticate(addresses)
+            DispatchQueue.main.async {
+                MainActor.assumeIsolated {
+                    switch result {
+                    case .failure(let error): completion(.failure(error))
+                    case .success(let (io, leftover)):
+                        let connection = DBusConnection(io: io)
+                        connection.start(leftover: leftover)
+                        connection.call(
+                            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                            interface: "org.freedesktop.DBus", member: "Hello"
+                        ) { reply in
+                            switch reply {
+                            case .success(let message):
+                                connection.uniqueName = message.body.first?.stringValue ?? ""
+                                completion(.success(connection))
+                            case .failure(let error):
+                                connection.close()
+                                completion(.failure(error))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private func start(leftover: [UInt8]) {
+        io.start(leftover: leftover) { [weak self] batch in
+            DispatchQueue.main.async {
+                MainActor.assumeIsolated { self?.deliver(batch) }
+            }
+        }
+    }
+
+    /// Calls a method; `reply` runs once, on a later main-actor turn.
+    package func call(
+        destination: String?, path: String, interface: String?, member: String, body: [DBusValue] = [],
+        timeout: Duration = DBusConnection.defaultCallTimeout, reply: @escaping ReplyHandler
+    ) {
+        let message = DBusMessage.methodCall(
+            destination: destination, path: path, interface: interface, member: member, body: body)
+        guard !isClosed else {
+            later { reply(.failure(.disconnected("the bus connection is closed"))) }
+            return
+        }
+        if pending.count >= DBusConnection.maximumCallsInFlight {
+            waiting.append((message, timeout, reply))
+            return
+        }
+        dispatch(message, timeout: timeout, reply: reply)
+    }
+
+    private func dispatch(_ call: DBusMessage, timeout: Duration, reply: @escaping ReplyHandler) {
+        var message = call
+        message.serial = takeSerial()
+        let serial = message.serial
+        let timer = DispatchWorkItem { [weak self] in
+            MainActor.assumeIsolated {
+                guard let self, let entry = self.pending.removeValue(forKey: serial) else { return }
+                entry.handler(
+                    .failure(
+                        DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: "no reply within \(timeout)")))
+                self.sendWaiting()
+            }
+        }
+        pending[serial] = (reply, timer)
+        let (seconds, attoseconds) = timeout.components
+        DispatchQueue.main.asyncAfter(
+            deadline: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)),
+            execute: timer)
+        write(message)
+    }
+
+    /// Sends a message that expects no reply (a signal, a method return, an error).
+    package func send(_ message: DBusMessage) {
+        guard !isClosed else { return }
+        var message = message
+        message.serial = takeSerial()
+        write(message)
+    }
+
+    private func takeSerial() -> UInt32 {
+        nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
+        return nextSerial
+    }
+
+    private func write(_ message: DBusMessage) {
+        do {
+            let bytes = try message.encoded()
+            messagesSent += 1
+            io.write(bytes)
+        } catch {
+            // Our own message cannot be encoded: a programming error in a caller, reported as the call's failure.
+            if message.kind == .methodCall, let entry = pending.removeValue(forKey: message.serial) {
+                entry.timer.cancel()
+                later {
+                    entry.handler(
+                        .failure(DBusError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "\(error)")))
+                }
+            }
+        }
+    }
+
+    /// Subscribes to signals matching `rule` (the bus's match rule syntax).
+    package func addMatch(_ rule: String, reply: @escaping ReplyHandler = { _ in }) {
+        call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "AddMatch", body: [.string(rule)], reply: reply)
+    }
+
+    /// Closes the socket; pending calls fail with `Disconnected` on a later turn.
+    package func close(reason: String = "closed") {
+        guard !isClosed else { return }
+        isClosed = true
+        io.shutDown()
+        let failed = pending.values.map(\.handler) + waiting.map(\.handler)
+        for entry in pending.values { entry.timer.cancel() }
+        pending.removeAll()
+        waiting.removeAll()
+        let onClose = self.onClose
+        self.onClose = nil
+        later {
+            for handler in failed { handler(.failure(.disconnected(reason))) }
+            onClose?(reason)
+        }
+    }
+
+    private func later(_ work: @escaping @MainActor () -> Void) {
+        DispatchQueue.main.async { MainActor.assumeIsolated { work() } }
+    }
+
+    private func deliver(_ batch: SocketIO.Batch) {
+        guard !isClosed else { return }
+        for message in batch.messages {
+            if isClosed { return }
+            switch message.kind {
+            case .methodReturn, .error:
+                guard let serial = message.replySerial, let entry = pending.removeValue(forKey: serial) else {
+                    continue
+                }
+                entry.timer.cancel()
+                if message.kind == .error {
+                    entry.handler(
+                        .failure(DBusError(name: message.errorName ?? "unknown", message: message.errorText ?? "")))
+                } else {
+                    entry.handler(.success(message))
+                }
+                sendWaiting()
+            case .signal:
+                onSignal?(message)
+            case .methodCall:
+                if let onMethodCall {
+                    onMethodCall(message)
+                } else if !message.noReplyExpected {
+                    send(
+                        .error(
+                            to: message, name: "org.freedesktop.DBus.Error.UnknownMethod",
+                            text: "no object here"))
+                }
+            }
+        }
+        if let ending = batch.closeReason { close(reason: ending) }
+    }
+
+    private func sendWaiting() {
+        while pending.count < DBusConnection.maximumCallsInFlight, !waiting.isEmpty, !isClosed {
+            let next = waiting.removeFirst()
+            dispatch(next.message, timeout: next.timeout, reply: next.handler)
+        }
+    }
+
+    /// Calls in flight and waiting (for tests).
+    package var callsInFlight: Int { pending.count }
+    package var callsWaiting: Int { waiting.count }
+}
+
+/// The socket: a read source on one queue, blocking writes on another (so a
+/// full socket in one direction never stalls the other).
+private final class SocketIO: @unchecked Sendable {
+    struct Failure: Error {
+        let reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+
+    struct Batch: Sendable {
+        var messages: [DBusMessage] = []
+        var closeReason: String?
+    }
+
+    private let fd: Int32
+    private let readQueue = DispatchQueue(label: "xtalk.dbus.read")
+    private let writeQueue = DispatchQueue(label: "xtalk.dbus.write")
+    /// Confined to `readQueue`.
+    private var framer = DBusMessageFramer()
+    private var source: (any DispatchSourceRead)?
+    private var readBuffer = [UInt8](repeating: 0, count: 65_536)
+    /// Set on the write queue once a write failed.
+    private var writeFailed = false
+
+    private init(fd: Int32) { self.fd = fd }
+
+    static func connectAndAuthenticate(_ addresses: [DBusAddress]) -> Result<(SocketIO, [UInt8]), DBusError> {
+        var reasons: [String] = []
+        for address in addresses {
+            switch connectSocket(address) {
+            case .failure(let failure): reasons.append(failure.reason)
+            case .success(let fd):
+                switch authenticate(fd) {
+                case .success(let leftover): return .success((SocketIO(fd: fd), leftover))
+                case .failure(let failure):
+                    _ = systemClose(fd)
+                    reasons.append(failure.reason)
+                }
+            }
+        }
+        if addresses.isEmpty { reasons.append("no usable bus address") }
+        return .failure(
+            DBusError(name: "org.freedesktop.DBus.Error.NoServer", message: reasons.joined(separator: "; ")))
+    }
+
+    private static func connectSocket(_ address: DBusAddress) -> Result<Int32, Failure> {
+        #if canImport(Glibc)
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+            let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { return .failure(Failure("socket(): \(String(cString: strerror(errno)))")) }
+        #if canImport(Darwin)
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<Int32>.size))
+        #endif
+        var storage = sockaddr_un()
+        storage.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes: [UInt8]
+        switch address {
+        case .unixPath(let path): pathBytes = Array(path.utf8) + [0]
+        case .unixAbstract(let name): pathBytes = [0] + Array(name.utf8)
+        }
+        let capacity = MemoryLayout.size(ofValue: storage.sun_path)
+        guard pathBytes.count <= capacity else {
+            _ = systemClose(fd)
+            return .failure(Failure("the bus socket path \(address.description) is too long"))
+        }
+        withUnsafeMutableBytes(of: &storage.sun_path) { raw in
+            for (index, byte) in pathBytes.enumerated() { raw[index] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sockaddr_un>.offset(of: \.sun_path)! + pathBytes.count)
+        let result = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
+        }
+        guard result == 0 else {
+            let reason = String(cString: strerror(errno))
+            _ = systemClose(fd)
+            return .failure(Failure("no bus at \(address.description) (\(reason))"))
+        }
+        return .success(fd)
+    }
+
+    /// The handshake, blocking, bounded by a receive timeout.
+    private static func authenticate(_ fd: Int32) -> Result<[UInt8], Failure> {
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard writeAll(fd, DBusAuthClient.greeting(uid: UInt32(getuid()))) else {
+            return .failure(Failure("the bus closed the connection during authentication"))
+        }
+        var auth = DBusAuthClient()
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return .failure(Failure("the bus did not answer authentication")) }
+            switch auth.receive(buffer[0..<count]) {
+            case .waiting: continue
+            case .rejected(let reason): return .failure(Failure(reason))
+            case .authenticated(let leftover):
+                guard writeAll(fd, DBusAuthClient.begin) else {
+                    return .failure(Failure("the bus closed the connection during authentication"))
+                }
+                var none = timeval(tv_sec: 0, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
+                return .success(leftover)
+            }
+        }
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            #if canImport(Glibc)
+                let flags = Int32(MSG_NOSIGNAL)
+            #else
+                let flags: Int32 = 0
+            #endif
+            let written = bytes.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + offset, raw.count - offset, flags)
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            offset += written
+        }
+        return true
+    }
+
+    func start(leftover: [UInt8], deliver: @escaping @Sendable (Batch) -> Void) {
+        readQueue.async { [self] in
+            if !leftover.isEmpty { process(leftover[...], deliver: deliver) }
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: readQueue)
+            source.setEventHandler { [self] in readAvailable(deliver: deliver) }
+            // The descriptor closes on the write queue, after every write queued
+            // before, and no write runs after it (its number may be reused).
+            source.setCancelHandler { [self] in
+                writeQueue.async { [self] in
+                    writeFailed = true
+                    _ = SocketIO.systemClose(fd)
+                }
+            }
+            self.source = source
+            source.resume()
+        }
+    }
+
+    private func readAvailable(deliver: @escaping @Sendable (Batch) -> Void) {
+        let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if count < 0, errno == EINTR || errno == EAGAIN { return }
+        guard count > 0 else {
+            source?.cancel()
+            source = nil
+            deliver(Batch(closeReason: count == 0 ? "the bus closed the connection" : "reading from the bus failed"))
+            return
+        }
+        process(readBuffer[0..<count], deliver: deliver)
+    }
+
+    private func process(_ bytes: ArraySlice<UInt8>, deliver: @escaping @Sendable (Batch) -> Void) {
+        do {
+            let messages = try framer.append(bytes)
+            if !messages.isEmpty { deliver(Batch(messages: messages)) }
+        } catch {
+            source?.cancel()
+            source = nil
+            deliver(Batch(closeReason: "\(error)"))
+        }
+    }
+
+    func write(_ bytes: [UInt8]) {
+        writeQueue.async { [self] in
+            guard !writeFailed else { return }
+            if !SocketIO.writeAll(fd, bytes) { writeFailed = true }
+        }
+    }
+
+    /// Wakes the read source with end-of-file; it closes the descriptor once.
+    func shutDown() {
+        _ = shutdownSocket(fd)
+        readQueue.async { [self] in
+            if let source {
+                source.cancel()
+                self.source = nil
+            }
+        }
+    }
+
+    private func shutdownSocket(_ fd: Int32) -> Int32 {
+        #if canImport(Glibc)
+            return Glibc.shutdown(fd, Int32(SHUT_RDWR))
+        #else
+            return Darwin.shutdown(fd, SHUT_RDWR)
+        #endif
+    }
+
+    static func systemClose(_ fd: Int32) -> Int32 {
+        #if canImport(Glibc)
+            return Glibc.close(fd)
+        #else
+            return Darwin.close(fd)
+        #endif
+    }
+}

@@ -1,0 +1,245 @@
+import Foundation
+
+// The D-Bus wire format (the specification, "Marshaling (Wire Format)"):
+// every value aligned to its natural boundary, counted from the start of the
+// message (a body starts on an 8-byte boundary, so counting from the body's
+// start gives the same padding). Sans-I/O.
+
+/// Bytes that are not a valid D-Bus message or value.
+package struct DBusWireError: Error, Sendable, Hashable, CustomStringConvertible {
+    package let reason: String
+    package init(_ reason: String) { self.reason = reason }
+    package var description: String { "malformed D-Bus data: \(reason)" }
+}
+
+/// Writes values in little-endian byte order.
+package struct DBusEncoder {
+    package private(set) var bytes: [UInt8] = []
+    /// Where offset 0 of the alignment grid is, relative to `bytes[0]` (0 for a message or a body).
+    private let origin: Int
+
+    package init(origin: Int = 0) { self.origin = origin }
+
+    package mutating func pad(to alignment: Int) {
+        while (bytes.count + origin) % alignment != 0 { bytes.append(0) }
+    }
+
+    private mutating func appendInteger<T: FixedWidthInteger>(_ value: T) {
+        pad(to: MemoryLayout<T>.size)
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    package mutating func append(_ value: DBusValue) throws(DBusWireError) {
+        switch value {
+        case .byte(let byte): bytes.append(byte)
+        case .boolean(let flag): appendInteger(UInt32(flag ? 1 : 0))
+        case .int16(let number): appendInteger(number)
+        case .uint16(let number): appendInteger(number)
+        case .int32(let number): appendInteger(number)
+        case .uint32(let number), .unixFD(let number): appendInteger(number)
+        case .int64(let number): appendInteger(number)
+        case .uint64(let number): appendInteger(number)
+        case .double(let number): appendInteger(number.bitPattern)
+        case .string(let text), .objectPath(let text):
+            let utf8 = Array(text.utf8)
+            guard !utf8.contains(0) else { throw DBusWireError("a string contains a NUL byte") }
+            appendInteger(UInt32(utf8.count))
+            bytes.append(contentsOf: utf8)
+            bytes.append(0)
+        case .signature(let text):
+            let utf8 = Array(text.utf8)
+            guard utf8.count <= DBusSignature.maximumLength else { throw DBusWireError("a signature is too long") }
+            bytes.append(UInt8(utf8.count))
+            bytes.append(contentsOf: utf8)
+            bytes.append(0)
+        case .bytes(let data):
+            appendInteger(UInt32(data.count))
+            bytes.append(contentsOf: data)
+        case .array(let elementSignature, let elements):
+            appendInteger(UInt32(0))
+            let lengthAt = bytes.count - 4
+            pad(to: DBusEncoder.alignment(of: elementSignature))
+            let start = bytes.count
+            for element in elements {
+                guard element.signature == elementSignature else {
+                    throw DBusWireError("an array of \(elementSignature) holds a \(element.signature)")
+                }
+                try append(element)
+            }
+            let length = UInt32(bytes.count - start)
+            guard length <= DBusDecoder.maximumArrayLength else { throw DBusWireError("an array is too long") }
+            withUnsafeBytes(of: length.littleEndian) { raw in
+                for (offset, byte) in raw.enumerated() { bytes[lengthAt + offset] = byte }
+            }
+        case .dictEntry(let key, let entryValue):
+            pad(to: 8)
+            try append(key)
+            try append(entryValue)
+        case .structure(let fields):
+            pad(to: 8)
+            for field in fields { try append(field) }
+        case .variant(let inner):
+            try append(.signature(inner.signature))
+            try append(inner)
+        }
+    }
+
+    /// The alignment of the first code of a signature.
+    package static func alignment(of signature: String) -> Int {
+        switch signature.utf8.first {
+        case UInt8(ascii: "n"), UInt8(ascii: "q"): 2
+        case UInt8(ascii: "b"), UInt8(ascii: "i"), UInt8(ascii: "u"), UInt8(ascii: "h"), UInt8(ascii: "s"),
+            UInt8(ascii: "o"), UInt8(ascii: "a"):
+            4
+        case UInt8(ascii: "x"), UInt8(ascii: "t"), UInt8(ascii: "d"), UInt8(ascii: "("), UInt8(ascii: "{"): 8
+        default: 1
+        }
+    }
+}
+
+/// Reads values of a known signature, in either byte order.
+package struct DBusDecoder {
+    /// The specification's limit on one array's length in bytes.
+    package static let maximumArrayLength: UInt32 = 64 * 1_024 * 1_024
+    /// The specification's limit on nesting of all containers together (variants included).
+    package static let maximumDepth = 64
+
+    private let bytes: [UInt8]
+    private let littleEndian: Bool
+    private let origin: Int
+    package private(set) var offset: Int
+
+    /// Reads `bytes[start...]`, where `start` lies at offset `origin` of the alignment grid.
+    package init(_ bytes: [UInt8], littleEndian: Bool, start: Int = 0, origin: Int = 0) {
+        self.bytes = bytes
+        self.littleEndian = littleEndian
+        self.offset = start
+        self.origin = origin - start
+    }
+
+    package var isAtEnd: Bool { offset >= bytes.count }
+
+    package mutating func skipPadding(to alignment: Int) throws(DBusWireError) {
+        while (offset + origin) % alignment != 0 {
+            guard offset < bytes.count else { throw DBusWireError("the data ends inside padding") }
+            guard bytes[offset] == 0 else { throw DBusWireError("padding is not zero") }
+            offset += 1
+        }
+    }
+
+    private mutating func take(_ count: Int) throws(DBusWireError) -> ArraySlice<UInt8> {
+        guard count >= 0, offset <= bytes.count - count else { throw DBusWireError("the data ends inside a value") }
+        defer { offset += count }
+        return bytes[offset..<offset + count]
+    }
+
+    package mutating func readInteger<T: FixedWidthInteger>(_: T.Type) throws(DBusWireError) -> T {
+        try skipPadding(to: MemoryLayout<T>.size)
+        let slice = try take(MemoryLayout<T>.size)
+        var value: T = 0
+        for byte in littleEndian ? slice.reversed() : Array(slice) { value = value << 8 | T(byte) }
+        return value
+    }
+
+    /// Reads values of each complete type in `signature`, in order.
+    package mutating func read(signature: String) throws(DBusWireError) -> [DBusValue] {
+        guard let types = DBusSignature.completeTypes(signature) else {
+            throw DBusWireError("invalid signature \"\(signature)\"")
+        }
+        var values: [DBusValue] = []
+        for type in types { values.append(try read(type: Substring(type), depth: 0)) }
+        return values
+    }
+
+    private mutating func readText(lengthBytes: Int) throws(DBusWireError) -> String {
+        let length = lengthBytes == 1 ? Int(try readInteger(UInt8.self)) : Int(try readInteger(UInt32.self))
+        let content = try take(length)
+        guard try take(1).first == 0 else { throw DBusWireError("a string lacks its terminating NUL") }
+        guard !content.contains(0) else { throw DBusWireError("a string contains a NUL byte") }
+        guard let text = String(validating: content, as: UTF8.self) else {
+            throw DBusWireError("a string is not valid UTF-8")
+        }
+        return text
+    }
+
+    private mutating func read(type: Substring, depth: Int) throws(DBusWireError) -> DBusValue {
+        guard depth <= DBusDecoder.maximumDepth else { throw DBusWireError("containers are nested too deeply") }
+        guard let code = type.utf8.first else { throw DBusWireError("empty type") }
+        switch code {
+        case UInt8(ascii: "y"): return .byte(try take(1).first!)
+        case UInt8(ascii: "b"):
+            let raw = try readInteger(UInt32.self)
+            guard raw <= 1 else { throw DBusWireError("a boolean is \(raw), not 0 or 1") }
+            return .boolean(raw == 1)
+        case UInt8(ascii: "n"): return .int16(try readInteger(Int16.self))
+        case UInt8(ascii: "q"): return .uint16(try readInteger(UInt16.self))
+        case UInt8(ascii: "i"): return .int32(try readInteger(Int32.self))
+        case UInt8(ascii: "u"): return .uint32(try readInteger(UInt32.self))
+        case UInt8(ascii: "h"): return .unixFD(try readInteger(UInt32.self))
+        case UInt8(ascii: "x"): return .int64(try readInteger(Int64.self))
+        case UInt8(ascii: "t"): return .uint64(try readInteger(UInt64.self))
+        case UInt8(ascii: "d"): return .double(Double(bitPattern: try readInteger(UInt64.self)))
+        case UInt8(ascii: "s"): return .string(try readText(lengthBytes: 4))
+        case UInt8(ascii: "o"):
+            let path = try readText(lengthBytes: 4)
+            guard DBusNames.isValidObjectPath(path) else { throw DBusWireError("invalid object path \"\(path)\"") }
+            return .objectPath(path)
+        case UInt8(ascii: "g"):
+            let text = try readText(lengthBytes: 1)
+            guard DBusSignature.completeTypes(text) != nil else { throw DBusWireError("invalid signature \"\(text)\"") }
+            return .signature(text)
+        case UInt8(ascii: "v"):
+            let inner = try readText(lengthBytes: 1)
+            guard DBusSignature.isSingleCompleteType(inner) else {
+                throw DBusWireError("a variant's signature \"\(inner)\" is not one complete type")
+            }
+            return .variant(try read(type: Substring(inner), depth: depth + 1))
+        case UInt8(ascii: "a"):
+            let element = type.dropFirst()
+            let length = try readInteger(UInt32.self)
+            guard length <= DBusDecoder.maximumArrayLength else { throw DBusWireError("an array is too long") }
+            try skipPadding(to: DBusEncoder.alignment(of: String(element)))
+            guard Int(length) <= bytes.count - offset else { throw DBusWireError("the data ends inside an array") }
+            let end = offset + Int(length)
+            if element == "y" { return .bytes(Data(try take(Int(length)))) }
+            var elements: [DBusValue] = []
+            while offset < end { elements.append(try read(type: element, depth: depth + 1)) }
+            guard offset == end else { throw DBusWireError("an array's elements overrun its length") }
+            return .array(elementSignature: String(element), elements)
+        case UInt8(ascii: "{"):
+            try skipPadding(to: 8)
+            let inner = type.dropFirst().dropLast()
+            let key = try read(type: inner.prefix(1), depth: depth + 1)
+            let value = try read(type: inner.dropFirst(), depth: depth + 1)
+            return .dictEntry(key, value)
+        case UInt8(ascii: "("):
+            try skipPadding(to: 8)
+            guard let fields = DBusSignature.completeTypes(String(type.dropFirst().dropLast())) else {
+                throw DBusWireError("invalid struct signature \(type)")
+            }
+            var values: [DBusValue] = []
+            for field in fields { values.append(try read(type: Substring(field), depth: depth + 1)) }
+            return .structure(values)
+        default:
+            throw DBusWireError("unknown type code \(type.prefix(1))")
+        }
+    }
+}
+
+/// Name syntax (the specification, "Valid Names").
+package enum DBusNames {
+    package static func isValidObjectPath(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        if path == "/" { return true }
+        guard !path.hasSuffix("/") else { return false }
+        for element in path.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+            guard !element.isEmpty,
+                element.utf8.allSatisfy({ byte in
+                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                        || byte == 0x5F
+                })
+            else { return false }
+        }
+        return true
+    }
+}
