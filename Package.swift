@@ -13,7 +13,8 @@
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
 //   XTalkFakeBlueZ     → XTalkDBus, the simulator: a BlueZ of our own on a private dbus-daemon (tests, bench)
 //   XTalkChaos         → the SDKs and the simulator: seeded chaos scenarios (tests, `xtalk chaos`)
-//   XTalkCLI           → the SDKs, the simulator and the chaos engine: the tool's commands, testable in-process
+//   XTalkCLI           → the SDKs, the simulator, the chaos engine and the fake BlueZ: the tool's commands,
+//                        testable in-process
 //   xtalk              → XTalkCLI (the executable: real clock, stdin/stdout, signals)
 //
 // No dependency outside the Swift toolchain. On Linux, libcrypto.so.3 is
@@ -85,7 +86,9 @@ let package = Package(
         .target(name: "XTalkChaos", dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]),
         .target(
             name: "XTalkCLI",
-            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto", "XTalkChaos"]
+            dependencies: [
+                "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto", "XTalkChaos", "XTalkFakeBlueZ",
+            ]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .target(name: "XTalkTestSupport", dependencies: ["XTalkSimulator"], path: "Tests/XTalkTestSupport"),
@@ -107,6 +110,12 @@ let package = Package(
         ),
         .testTarget(name: "XTalkChaosTests", dependencies: ["XTalkChaos", "XTalkBleSdk", "XTalkSimulator"]),
         .testTarget(name: "XTalkDBusTests", dependencies: ["XTalkDBus", "XTalkFakeBlueZ"]),
+        .testTarget(
+            name: "XTalkBlueZTests",
+            dependencies: [
+                "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkFakeBlueZ", "XTalkDBus",
+            ]
+        ),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]

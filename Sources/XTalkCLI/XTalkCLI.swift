@@ -9,7 +9,7 @@ package enum XTalkCLI {
     static let commands: [Command] = [
         DemoCommand.command, DeviceCommands.scan, DeviceCommands.info, DeviceCommands.auth, DeviceCommands.at,
         DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command,
-        ChaosCommand.command,
+        ChaosCommand.command, FakeBlueZCommand.command,
     ]
 
     static let exitCodes = """
@@ -24,6 +24,9 @@ package enum XTalkCLI {
           130  interrupted (Ctrl-C)
         """
 
+    /// The command column of the top-level help: the longest name and two spaces.
+    static let nameWidth = (commands.map(\.spec.name.count).max() ?? 0) + 2
+
     static let topLevel = CommandSpec(
         name: "xtalk", summary: "Talk to xTalk radios over Bluetooth LE: the SDK's command-line tool.",
         positionals: [
@@ -32,8 +35,8 @@ package enum XTalkCLI {
         options: [],
         discussion: """
             COMMANDS:
-            \(commands.map { "  " + $0.spec.name.padding(toLength: 8, withPad: " ", startingAt: 0) + $0.spec.summary }
-                .joined(separator: "\n"))
+            \(commands.map { "  " + $0.spec.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)
+                + $0.spec.summary }.joined(separator: "\n"))
 
             Every command runs on the built-in simulated devices unless --backend platform is given; the
             simulator options (--firmware-encoding, --mtu, --latency, --traffic, --disconnect-after,

@@ -315,15 +315,30 @@ struct LifecycleTests {
 @Suite("The platform client on Linux", .timeLimit(.minutes(5)))
 @MainActor
 struct PlatformClientTests {
-    @Test("XTalkBleClient() has no Bluetooth backend on Linux yet: scanning publishes .failed(.bluetoothUnavailable)")
-    func noLinuxBackend() {
+    @Test(
+        "XTalkBleClient() on Linux without a system bus: scanning publishes .failed(.bluetoothUnavailable) and says why"
+    )
+    func noSystemBus() async {
         #if os(Linux)
-            let client = XTalkBleClient()
+            let client = PlatformBackend.$override.withValue({
+                BlueZBackend(
+                    scheduler: ClockTimerScheduler(clock: ContinuousClock()),
+                    environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/xtalk-system-bus"])
+            }) { XTalkBleClient() }
             var events: [XTalkBleEvent] = []
             client.onEvent = { events.append($0) }
             client.startScan()
+            #expect(client.connectionState == .scanning, "the bus is asked later, never inside startScan()")
+            for _ in 0..<2_000 where client.connectionState == .scanning {
+                try? await Task.sleep(for: .milliseconds(1))
+            }
             #expect(client.connectionState == .failed(.bluetoothUnavailable))
-            #expect(events == [.connectionStateChanged(.failed(.bluetoothUnavailable))])
+            #expect(
+                events == [
+                    .connectionStateChanged(.scanning), .connectionStateChanged(.failed(.bluetoothUnavailable)),
+                ])
+            #expect(client.bluetoothUnavailableReason?.contains("no D-Bus system bus") == true)
+            #expect(client.bluetoothUnavailableReason?.contains("/nonexistent/xtalk-system-bus") == true)
             client.teardown()
         #endif
     }

@@ -2,7 +2,7 @@ import Foundation
 
 // The one seam between the client and a Bluetooth stack, shaped after
 // CoreBluetooth's central role so that a backend maps onto it one call for one
-// call (CoreBluetooth today; a BlueZ backend for Linux is planned). The
+// call (CoreBluetooth on Apple platforms, BlueZ over D-Bus on Linux). The
 // simulator is a backend too.
 //
 // Rules every backend follows (they are CoreBluetooth's, as Apple documents
@@ -66,6 +66,10 @@ package enum BleBackendEvent: Sendable {
     case readyToSendWriteWithoutResponse(peripheral: UUID)
 }
 
+extension BleBackend {
+    package var unavailableReason: String? { nil }
+}
+
 /// A Bluetooth central: scan, connect, discover, subscribe, read, write.
 @MainActor
 package protocol BleBackend: AnyObject {
@@ -74,6 +78,9 @@ package protocol BleBackend: AnyObject {
     /// The scheduler this backend's events and the client's timers share.
     var scheduler: any TimerScheduling { get }
     var state: BleManagerState { get }
+    /// Why the state is not `.poweredOn`, in words, where the platform says
+    /// (BlueZ: no system bus, bluetoothd not running, no adapter, powered off).
+    var unavailableReason: String? { get }
 
     /// The app needs Bluetooth now (its first `startScan()` or `connect`). A
     /// backend whose platform asks the user for permission creates its manager

@@ -42,8 +42,7 @@ package enum PlatformBackend {
         if let override { return override() }
         let scheduler = ClockTimerScheduler(clock: ContinuousClock())
         #if os(Linux)
-            // A BlueZ (D-Bus) backend would plug in here; until then Linux has no Bluetooth backend.
-            return UnavailableBackend(scheduler: scheduler)
+            return BlueZBackend(scheduler: scheduler)
         #else
             return CoreBluetoothBackend(scheduler: scheduler)
         #endif

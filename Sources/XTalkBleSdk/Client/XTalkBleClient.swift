@@ -44,6 +44,15 @@ public final class XTalkBleClient: NSObject {
         public let observationRegistrar = ObservationRegistrar()
     #endif
 
+    /// Why Bluetooth is unavailable, in words, when the platform says: on
+    /// Linux, whether the D-Bus system bus is missing, bluetoothd is not
+    /// running, there is no adapter, or the adapter is powered off (and how
+    /// to fix it). Read it when `connectionState` is
+    /// `.failed(.bluetoothUnavailable)` or `.failed(.permissionDenied)`; nil
+    /// while Bluetooth is usable, and always nil on Apple platforms (iOS's
+    /// own alert tells the user).
+    public var bluetoothUnavailableReason: String? { backend.unavailableReason }
+
     // MARK: Events
 
     /// A new stream of every event from this moment on, in order. Every read
@@ -101,8 +110,11 @@ public final class XTalkBleClient: NSObject {
     var rawObservers = ObserverList<Data>()
     var deviceQueries = DeviceQueries()
 
-    /// A client on the platform's Bluetooth (CoreBluetooth on Apple platforms).
-    /// Where no backend exists yet, scanning publishes `.failed(.bluetoothUnavailable)`.
+    /// A client on the platform's Bluetooth: CoreBluetooth on Apple
+    /// platforms, BlueZ over the D-Bus system bus on Linux (the bus named by
+    /// `DBUS_SYSTEM_BUS_ADDRESS`, else the standard one). Where Bluetooth
+    /// cannot be used, scanning publishes `.failed(.bluetoothUnavailable)`
+    /// and `bluetoothUnavailableReason` says why.
     public override convenience init() {
         self.init(options: XTalkBleClientOptions())
     }

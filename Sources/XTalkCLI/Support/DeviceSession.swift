@@ -80,7 +80,8 @@ struct SimulatorSettings: Equatable {
         mtu = try arguments[CommonOptions.mtu] ?? mtu
         if let ms = try arguments[CommonOptions.latency] { latency = .milliseconds(ms) }
         trafficHz = try arguments[CommonOptions.traffic] ?? trafficHz
-        if let after = try arguments[CommonOptions.disconnectAfter] {
+        // (fake-bluez serves links it does not select, so it has no --disconnect-after.)
+        if arguments.declares(CommonOptions.disconnectAfter), let after = try arguments[CommonOptions.disconnectAfter] {
             disconnectAfter = .milliseconds(Int(after * 1_000))
         }
         garbage = try arguments[CommonOptions.garbage] ?? garbage
@@ -190,7 +191,7 @@ final class DeviceSession {
         let deadline = context.elapsed + (window ?? scanWindow)
         var seen: Set<UUID> = []
         while context.elapsed < deadline {
-            if case .failed(let error) = client.connectionState { throw CLIError.from(error, doing: "Scanning") }
+            if case .failed(let error) = client.connectionState { throw failure(error, doing: "Scanning") }
             for result in client.scanResults where !seen.contains(result.id) {
                 seen.insert(result.id)
                 onNewDevice?(result)
@@ -203,6 +204,15 @@ final class DeviceSession {
         let results = client.scanResults
         client.stopScan()
         return results.sorted { $0.rssi > $1.rssi }
+    }
+
+    /// A failed state as the tool reports it, with the platform's reason in
+    /// words when Bluetooth is unusable (on Linux: no system bus, no
+    /// bluetoothd, no adapter, adapter off).
+    private func failure(_ error: XTalkBleError, doing what: String) -> CLIError {
+        let failure = CLIError.from(error, doing: what)
+        guard let reason = client.bluetoothUnavailableReason else { return failure }
+        return CLIError(failure.code, "\(failure.message): \(reason)")
     }
 
     private func matches(_ result: XTalkScanResult) -> Bool {
@@ -236,7 +246,7 @@ final class DeviceSession {
     func waitUntil(_ what: String, limit: Duration = .seconds(15), _ condition: () -> Bool) async throws(CLIError) {
         let deadline = context.elapsed + limit
         while !condition() {
-            if case .failed(let error) = client.connectionState { throw CLIError.from(error, doing: what) }
+            if case .failed(let error) = client.connectionState { throw failure(error, doing: what) }
             if client.connectionState == .disconnected {
                 throw CLIError(.notReady, "\(what) failed: the link was lost")
             }

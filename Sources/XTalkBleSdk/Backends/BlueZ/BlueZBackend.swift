@@ -1,0 +1,689 @@
+import Foundation
+import XTalkDBus
+
+// The BlueZ backend: the backend seam over org.bluez on the D-Bus system bus
+// (Linux gateways). D-Bus is spoken in Swift (XTalkDBus): no -dev package, no
+// C library. The system bus is `DBUS_SYSTEM_BUS_ADDRESS` when set, else
+// /var/run/dbus/system_bus_socket.
+//
+// BlueZ facts it is built on (BlueZ's doc/org.bluez.*.rst, and
+// ../shared/reference/bluez-dbus-notes.md):
+// - The adapter is usable while Adapter1.Powered is true; bluetoothd
+//   restarting shows as org.bluez losing its owner (every object is gone):
+//   the seam's `.resetting`, then `.poweredOn` once it is back.
+// - Discovery: SetDiscoveryFilter (service UUIDs, LE) then StartDiscovery;
+//   devices appear as Device1 objects (InterfacesAdded from "/") and every
+//   advertisement updates RSSI (PropertiesChanged). ManufacturerData is a{qv}.
+// - Connect order: Connected=true, the GATT objects, ServicesResolved=true,
+//   then Connect's reply. The seam's `.connected` is reported once both
+//   Connected and ServicesResolved are true: BlueZ discovers services itself,
+//   and `discoverServices`/`discoverCharacteristics` answer from its objects.
+// - Disconnect order: ServicesResolved=false, Device1.Disconnected(reason,
+//   message), Connected=false. The link is lost at Connected=false (or when
+//   the device object goes), with the reason the signal gave.
+// - Notifications: StartNotify, then PropertiesChanged(Value) on the
+//   characteristic. A read also changes Value: only subscribed
+//   characteristics' changes are notifications (a read's value comes from
+//   its reply).
+// - Writes: WriteValue with type "request" (with response) or "command"
+//   (without). Writes without response go one at a time: BlueZ answers a
+//   command write once it has queued it, and with one in flight a retried
+//   write can never overtake a later one. `canSendWriteWithoutResponse` is
+//   false while one is in flight; `.readyToSendWriteWithoutResponse` follows
+//   its reply.
+// - org.bluez.Error.InProgress (concurrent operations on one characteristic,
+//   or a connect already under way) is retried, never reported.
+// - The MTU is GattCharacteristic1.MTU (BlueZ 5.62+), read at write time.
+//
+// Seam rules: nothing is reported from inside a call (every event comes from
+// a D-Bus reply or signal, or a zero-delay timer); nothing of a connection
+// after it was cancelled, lost, or the adapter went below powered on (every
+// reply is checked against the connection's generation).
+
+@MainActor
+package final class BlueZBackend: BleBackend {
+    package var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
+    package let scheduler: any TimerScheduling
+    package private(set) var state: BleManagerState = .unknown
+    /// Why Bluetooth is not usable, in words (no system bus, no bluetoothd, no adapter, powered off).
+    package private(set) var unavailableReason: String?
+
+    /// How long BlueZ may take to answer a Connect (the client's connect timeout is shorter).
+    static let connectCallTimeout: Duration = .seconds(60)
+    /// How long to wait before retrying an operation BlueZ reported `InProgress`.
+    static let retryDelay: Duration = .milliseconds(20)
+    /// How many times an `InProgress` read or write is retried.
+    static let maximumRetries = 50
+    /// How long a connect waits for the previous connection's Disconnect to be answered.
+    static let disconnectWait: Duration = .seconds(2)
+    /// How long before the bus is opened again after it closed.
+    static let reopenDelay: Duration = .seconds(1)
+
+    private struct Connection {
+        let generation: UInt64
+        let path: String
+        /// The link came up for this connection (Connected=true or Connect answered).
+        var linkUp = false
+        /// `.connected` was reported.
+        var reported = false
+        /// Writes without response waiting for their turn; the first is in flight when `commandInFlight`.
+        var commands: [(data: Data, path: String)] = []
+        var commandInFlight = false
+        /// `canSendWriteWithoutResponse` said no: `.readyToSendWriteWithoutResponse` is owed.
+        var owesReady = false
+    }
+
+    private let addresses: [DBusAddress]
+    private var bus: DBusConnection?
+    private var activated = false
+    private var tree = BlueZObjectTree()
+    private var adapter: String?
+    /// org.bluez's unique name: signals from anyone else are ignored.
+    private var bluezOwner: String?
+    private var scanServices: [BleUUID]?
+    private var devicePaths: [UUID: String] = [:]
+    private var connections: [UUID: Connection] = [:]
+    private var nextGeneration: UInt64 = 0
+    /// Subscribed characteristics: path → whose.
+    private var subscriptions: [String: (peripheral: UUID, generation: UInt64, reference: BleCharacteristicRef)] = [:]
+    /// The reason of each device's last Disconnected signal, until its Connected=false.
+    private var disconnectReasons: [String: (reason: String, message: String)] = [:]
+    /// Devices whose Disconnect (from a cancel) is not answered yet.
+    private var disconnecting: Set<String> = []
+    /// Connects waiting for such a Disconnect.
+    private var deferredConnects: [UUID: TimerToken] = [:]
+    /// Counts states reported, so that a late reply of an earlier bus session is ignored.
+    private var session: UInt64 = 0
+
+    /// `environment` supplies `DBUS_SYSTEM_BUS_ADDRESS` (the process's environment in production).
+    package init(
+        scheduler: any TimerScheduling, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
+        self.scheduler = scheduler
+        addresses = DBusAddress.systemBus(environment: environment)
+    }
+
+    // MARK: The bus and the adapter
+
+    package func activate(showPowerAlert: Bool, restoreIdentifier: String?) {
+        guard !activated else { return }
+        activated = true
+        openBus()
+    }
+
+    private func openBus() {
+        session += 1
+        let opening = session
+        DBusConnection.open(addresses) { [weak self] result in
+            guard let self, self.session == opening else {
+                if case .success(let connection) = result { connection.close() }
+                return
+            }
+            switch result {
+            case .failure(let error):
+                self.setState(
+                    .unsupported,
+                    reason: "no D-Bus system bus (\(error.message)): BlueZ needs dbus and bluetoothd running")
+            case .success(let connection):
+                self.bus = connection
+                connection.onSignal = { [weak self] message in self?.receive(message) }
+                connection.onClose = { [weak self] reason in self?.busClosed(reason) }
+                connection.addMatch(
+                    "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+                        + "member='NameOwnerChanged',arg0='org.bluez'")
+                connection.addMatch("type='signal',sender='org.bluez'")
+                self.findBlueZ()
+            }
+        }
+    }
+
+    private func busClosed(_ reason: String) {
+        bus = nil
+        bluezOwner = nil
+        tree = BlueZObjectTree()
+        setState(.resetting, reason: "the D-Bus system bus connection closed (\(reason)); reconnecting")
+        _ = scheduler.schedule(after: Self.reopenDelay) { [weak self] in
+            guard let self, self.bus == nil else { return }
+            self.openBus()
+        }
+    }
+
+    /// Asks who owns org.bluez; then loads its objects.
+    private func findBlueZ() {
+        let current = session
+        bus?.call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "GetNameOwner", body: [.string("org.bluez")]
+        ) { [weak self] reply in
+            guard let self, self.session == current else { return }
+            switch reply {
+            case .success(let message):
+                self.bluezOwner = message.body.first?.stringValue
+                self.loadObjects()
+            case .failure:
+                self.setState(.unsupported, reason: "BlueZ (bluetoothd) is not running on the system bus")
+            }
+        }
+    }
+
+    private func loadObjects() {
+        let current = session
+        bus?.call(
+            destination: "org.bluez", path: "/", interface: BlueZInterface.objectManager, member: "GetManagedObjects"
+        ) { [weak self] reply in
+            guard let self, self.session == current else { return }
+            switch reply {
+            case .success(let message):
+                self.tree.load(managedObjects: message.body.first ?? .array(elementSignature: "{oa{sa{sv}}}", []))
+                self.adapter = nil
+                self.adapterChanged()
+            case .failure(let error) where error.name == "org.freedesktop.DBus.Error.AccessDenied":
+                self.setState(
+                    .unauthorized,
+                    reason: "this user may not use BlueZ on the system bus (\(error.message)): "
+                        + "add it to the bluetooth group, or allow it in /etc/dbus-1/system.d")
+            case .failure(let error):
+                self.setState(.unsupported, reason: "BlueZ did not list its objects (\(error))")
+            }
+        }
+    }
+
+    /// Re-reads the adapter (the first, hci0 usually) and its power.
+    private func adapterChanged() {
+        if adapter == nil || tree.properties(adapter!, BlueZInterface.adapter) == nil {
+            adapter = tree.adapters.first
+        }
+        guard let adapter, let properties = tree.properties(adapter, BlueZInterface.adapter) else {
+            setState(.unsupported, reason: "BlueZ has no Bluetooth adapter")
+            return
+        }
+        let name = adapter.split(separator: "/").last.map(String.init) ?? adapter
+        if properties["Powered"]?.boolValue == true {
+            setState(.poweredOn, reason: nil)
+        } else {
+            setState(.poweredOff, reason: "the Bluetooth adapter \(name) is powered off (bluetoothctl power on)")
+        }
+    }
+
+    private func setState(_ newState: BleManagerState, reason: String?) {
+        unavailableReason = reason
+        guard newState != state else { return }
+        state = newState
+        if newState != .poweredOn {
+            // Every connection is gone with the adapter, without an event.
+            connections.removeAll()
+            subscriptions.removeAll()
+            disconnectReasons.removeAll()
+            disconnecting.removeAll()
+            for token in deferredConnects.values { scheduler.cancel(token) }
+            deferredConnects.removeAll()
+            scanServices = nil
+        }
+        if newState == .resetting || newState == .unsupported { devicePaths.removeAll() }
+        emit(.stateChanged(newState))
+    }
+
+    // MARK: Signals
+
+    private func receive(_ message: DBusMessage) {
+        if message.member == "NameOwnerChanged", message.interface == "org.freedesktop.DBus" {
+            bluezOwnerChanged(message)
+            return
+        }
+        guard let sender = message.sender, sender == bluezOwner, let path = message.path else { return }
+        switch (message.interface, message.member) {
+        case (BlueZInterface.properties, "PropertiesChanged"):
+            propertiesChanged(path: path, body: message.body)
+        case (BlueZInterface.objectManager, "InterfacesAdded"):
+            guard message.body.count == 2, let object = message.body[0].stringValue else { return }
+            tree.add(path: object, interfaces: message.body[1])
+            if message.body[1].dictionaryEntries?.contains(where: { $0.key.stringValue == BlueZInterface.adapter })
+                == true
+            {
+                adapterChanged()
+            }
+            report(device: object)
+        case (BlueZInterface.objectManager, "InterfacesRemoved"):
+            guard message.body.count == 2, let object = message.body[0].stringValue else { return }
+            interfacesRemoved(path: object, interfaces: message.body[1].stringArrayValue ?? [])
+        case (BlueZInterface.device, "Disconnected"):
+            disconnectReasons[path] = (
+                message.body.first?.stringValue ?? "", message.body.dropFirst().first?.stringValue ?? ""
+            )
+        default:
+            break
+        }
+    }
+
+    private func bluezOwnerChanged(_ message: DBusMessage) {
+        guard message.body.count == 3, message.body[0].stringValue == "org.bluez",
+            let newOwner = message.body[2].stringValue
+        else { return }
+        tree = BlueZObjectTree()
+        adapter = nil
+        if newOwner.isEmpty {
+            bluezOwner = nil
+            setState(.resetting, reason: "bluetoothd stopped; waiting for it to come back")
+        } else {
+            if bluezOwner != nil { setState(.resetting, reason: "bluetoothd restarted") }
+            bluezOwner = newOwner
+            loadObjects()
+        }
+    }
+
+    private func propertiesChanged(path: String, body: [DBusValue]) {
+        guard body.count == 3, let interface = body[0].stringValue else { return }
+        // The hot path: a notification.
+        if interface == BlueZInterface.characteristic {
+            guard let subscription = subscriptions[path], let changed = body[1].propertyMapValue,
+                let value = changed["Value"]?.bytesValue,
+                connections[subscription.peripheral]?.generation == subscription.generation
+            else { return }
+            emit(
+                .valueUpdated(
+                    peripheral: subscription.peripheral, characteristic: subscription.reference, value: value,
+                    error: nil))
+            return
+        }
+        let changed = body[1].propertyMapValue ?? [:]
+        tree.change(path: path, interface: interface, changed: changed, invalidated: body[2].stringArrayValue ?? [])
+        switch interface {
+        case BlueZInterface.adapter where path == adapter:
+            if changed["Powered"] != nil { adapterChanged() }
+        case BlueZInterface.device:
+            if let id = connectionID(path: path) {
+                if changed["Connected"]?.boolValue == true { connections[id]?.linkUp = true }
+                if changed["Connected"]?.boolValue == false, connections[id]?.linkUp == true {
+                    linkLost(id, path: path)
+                    return
+                }
+                checkConnected(id)
+            }
+            if changed["RSSI"] != nil || changed["ManufacturerData"] != nil || changed["UUIDs"] != nil {
+                report(device: path)
+            }
+        default:
+            break
+        }
+    }
+
+    private func interfacesRemoved(path: String, interfaces: [String]) {
+        if interfaces.contains(BlueZInterface.device), let id = connectionID(path: path) {
+            linkLost(id, path: path)
+        }
+        if interfaces.contains(BlueZInterface.characteristic) { subscriptions[path] = nil }
+        tree.remove(path: path, interfaces: interfaces)
+        if path == adapter, interfaces.contains(BlueZInterface.adapter) {
+            adapter = nil
+            adapterChanged()
+        }
+    }
+
+    private func connectionID(path: String) -> UUID? {
+        connections.first { $0.value.path == path }?.key
+    }
+
+    // MARK: Discovery
+
+    package func scanForPeripherals(withServices services: [BleUUID]) {
+        guard state == .poweredOn, let bus, let adapter else { return }
+        scanServices = services
+        let current = session
+        var filter: [String: DBusValue] = ["Transport": .string("le"), "DuplicateData": .boolean(true)]
+        if !services.isEmpty { filter["UUIDs"] = .stringArray(services.map { $0.uuidString.lowercased() }) }
+        bus.call(
+            destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "SetDiscoveryFilter",
+            body: [.propertyMap(filter)]
+        ) { _ in }
+        bus.call(destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "StartDiscovery") {
+            [weak self] reply in
+            guard let self, self.session == current, self.scanServices != nil, case .failure(let error) = reply,
+                error.name != "org.bluez.Error.InProgress"  // already discovering (another program asked too)
+            else { return }
+            self.scanServices = nil
+            self.emit(.scanFailed(error: BlueZ.error(error, doing: "Scanning")))
+        }
+        // What BlueZ already knows: devices connected to this computer (they
+        // do not advertise), and devices with a fresh RSSI.
+        let devices = tree.devices(of: adapter)
+        _ = scheduler.schedule(after: .zero) { [weak self] in
+            for device in devices { self?.report(device: device) }
+        }
+    }
+
+    package func stopScan() {
+        guard state == .poweredOn, let bus, let adapter, scanServices != nil else { return }
+        scanServices = nil
+        bus.call(destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "StopDiscovery") {
+            _ in
+        }
+    }
+
+    /// Reports a device to a running scan when it offers a scanned service and
+    /// was heard (RSSI present) or is connected to this computer (RSSI 127: unknown).
+    private func report(device path: String) {
+        guard let services = scanServices, let properties = tree.properties(path, BlueZInterface.device),
+            properties["Adapter"]?.stringValue == adapter
+        else { return }
+        let advertisement = BlueZ.advertisement(properties)
+        guard services.isEmpty || !Set(services).isDisjoint(with: advertisement.serviceUUIDs),
+            let address = advertisement.platformAddress, let id = BlueZ.identifier(address: address)
+        else { return }
+        let rssi: Int
+        if let heard = properties["RSSI"]?.integerValue {
+            rssi = Int(heard)
+        } else if properties["Connected"]?.boolValue == true {
+            rssi = 127
+        } else {
+            return
+        }
+        devicePaths[id] = path
+        emit(.discovered(peripheral: id, advertisement: advertisement, rssi: rssi))
+    }
+
+    // MARK: Connections
+
+    package func connect(_ peripheral: UUID) {
+        guard state == .poweredOn, bus != nil else { return }
+        nextGeneration += 1
+        let generation = nextGeneration
+        guard let path = devicePaths[peripheral], tree.properties(path, BlueZInterface.device) != nil else {
+            // Reported later, as every seam event (unless the app cancels first).
+            connections[peripheral] = Connection(generation: generation, path: "")
+            _ = scheduler.schedule(after: .zero) { [weak self] in
+                guard let self, self.connections[peripheral]?.generation == generation else { return }
+                self.connections[peripheral] = nil
+                self.emit(
+                    .failedToConnect(
+                        peripheral: peripheral,
+                        error: BleBackendError(.connectionFailed, "BlueZ no longer knows this device: scan again")))
+            }
+            return
+        }
+        connections[peripheral] = Connection(generation: generation, path: path)
+        disconnectReasons[path] = nil
+        if disconnecting.contains(path) {
+            // The previous connection's Disconnect is not answered yet: its
+            // Connected=false must not be taken for this connection's. Connect once it is.
+            deferredConnects[peripheral] = scheduler.schedule(after: Self.disconnectWait) { [weak self] in
+                self?.disconnectAnswered(path)
+            }
+            return
+        }
+        callConnect(peripheral, generation: generation, path: path)
+    }
+
+    private func callConnect(_ peripheral: UUID, generation: UInt64, path: String) {
+        bus?.call(
+            destination: "org.bluez", path: path, interface: BlueZInterface.device, member: "Connect",
+            timeout: Self.connectCallTimeout
+        ) { [weak self] reply in
+            guard let self, self.connections[peripheral]?.generation == generation else { return }
+            switch reply {
+            case .success:
+                self.connections[peripheral]?.linkUp = true
+                self.checkConnected(peripheral)
+            case .failure(let error) where error.name == "org.bluez.Error.AlreadyConnected":
+                self.connections[peripheral]?.linkUp = true
+                self.checkConnected(peripheral)
+            case .failure(let error) where error.name == "org.bluez.Error.InProgress":
+                // A connect is already under way (BlueZ's own, or another program's): ask again shortly.
+                _ = self.scheduler.schedule(after: Self.retryDelay * 10) { [weak self] in
+                    guard let self, self.connections[peripheral]?.generation == generation,
+                        self.connections[peripheral]?.reported == false
+                    else { return }
+                    self.callConnect(peripheral, generation: generation, path: path)
+                }
+            case .failure(let error):
+                self.connections[peripheral] = nil
+                self.emit(.failedToConnect(peripheral: peripheral, error: BlueZ.error(error, doing: "Connecting")))
+            }
+        }
+    }
+
+    /// Reports `.connected` once the link is up and BlueZ has resolved the services.
+    private func checkConnected(_ peripheral: UUID) {
+        guard let connection = connections[peripheral], connection.linkUp, !connection.reported,
+            let properties = tree.properties(connection.path, BlueZInterface.device),
+            properties["Connected"]?.boolValue == true, properties["ServicesResolved"]?.boolValue == true
+        else { return }
+        connections[peripheral]?.reported = true
+        emit(.connected(peripheral: peripheral))
+    }
+
+    private func linkLost(_ peripheral: UUID, path: String) {
+        guard let connection = connections.removeValue(forKey: peripheral) else { return }
+        let cause = disconnectReasons.removeValue(forKey: path)
+        dropSubscriptions(of: peripheral)
+        let error = BlueZ.linkLoss(reason: cause?.reason, message: cause?.message)
+        emit(
+            connection.reported
+                ? .disconnected(peripheral: peripheral, error: error)
+                : .failedToConnect(peripheral: peripheral, error: error))
+    }
+
+    private func dropSubscriptions(of peripheral: UUID) {
+        subscriptions = subscriptions.filter { $0.value.peripheral != peripheral }
+    }
+
+    package func cancelPeripheralConnection(_ peripheral: UUID) {
+        if let token = deferredConnects.removeValue(forKey: peripheral) {
+            scheduler.cancel(token)
+            connections[peripheral] = nil
+            return  // the connect never reached BlueZ
+        }
+        guard let connection = connections.removeValue(forKey: peripheral) else { return }
+        dropSubscriptions(of: peripheral)
+        guard !connection.path.isEmpty, let bus else { return }
+        let path = connection.path
+        disconnecting.insert(path)
+        let current = session
+        bus.call(destination: "org.bluez", path: path, interface: BlueZInterface.device, member: "Disconnect") {
+            [weak self] _ in
+            guard let self, self.session == current else { return }
+            self.disconnectAnswered(path)
+        }
+    }
+
+    /// The Disconnect of a cancelled connection was answered (or waited for
+    /// long enough): a connect deferred behind it goes ahead.
+    private func disconnectAnswered(_ path: String) {
+        disconnecting.remove(path)
+        disconnectReasons[path] = nil
+        for (peripheral, token) in deferredConnects where connections[peripheral]?.path == path {
+            scheduler.cancel(token)
+            deferredConnects[peripheral] = nil
+            if let generation = connections[peripheral]?.generation {
+                callConnect(peripheral, generation: generation, path: path)
+            }
+        }
+    }
+
+    // MARK: GATT
+
+    /// The live connection's device path, once `.connected` was reported.
+    private func connectedPath(_ peripheral: UUID) -> (path: String, generation: UInt64)? {
+        guard state == .poweredOn, let connection = connections[peripheral], connection.reported else { return nil }
+        return (connection.path, connection.generation)
+    }
+
+    /// Runs `event` on the next turn, if the connection is still the same.
+    private func later(_ peripheral: UUID, _ generation: UInt64, _ event: @escaping @MainActor () -> BleBackendEvent?) {
+        _ = scheduler.schedule(after: .zero) { [weak self] in
+            guard let self, self.connections[peripheral]?.generation == generation, let event = event() else { return }
+            self.emit(event)
+        }
+    }
+
+    package func discoverServices(_ services: [BleUUID]?, for peripheral: UUID) {
+        guard let (path, generation) = connectedPath(peripheral) else { return }
+        var found: [BleUUID] = []
+        for service in tree.services(of: path)
+        where (services?.contains(service.uuid) ?? true) && !found.contains(service.uuid) {
+            found.append(service.uuid)
+        }
+        later(peripheral, generation) { .servicesDiscovered(peripheral: peripheral, services: found, error: nil) }
+    }
+
+    package func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {
+        guard let (path, generation) = connectedPath(peripheral) else { return }
+        var found: [BleCharacteristicInfo] = []
+        if let servicePath = tree.services(of: path).first(where: { $0.uuid == service })?.path {
+            for characteristic in tree.characteristics(of: servicePath)
+            where (characteristics?.contains(characteristic.info.uuid) ?? true)
+                && !found.contains(where: { $0.uuid == characteristic.info.uuid })
+            {
+                found.append(characteristic.info)
+            }
+        }
+        later(peripheral, generation) {
+            .characteristicsDiscovered(peripheral: peripheral, service: service, characteristics: found, error: nil)
+        }
+    }
+
+    package func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {
+        guard let (device, generation) = connectedPath(peripheral),
+            let path = tree.characteristicPath(characteristic, of: device)
+        else { return }
+        if enabled {
+            subscriptions[path] = (peripheral, generation, characteristic)
+        } else {
+            subscriptions[path] = nil
+        }
+        callRetrying(
+            peripheral, generation, path: path, member: enabled ? "StartNotify" : "StopNotify", body: []
+        ) { [weak self] reply in
+            var failure: BleBackendError?
+            if case .failure(let error) = reply {
+                failure = BlueZ.error(error, doing: enabled ? "Subscribing" : "Unsubscribing")
+                if enabled { self?.subscriptions[path] = nil }
+            }
+            self?.emit(
+                .notificationStateUpdated(
+                    peripheral: peripheral, characteristic: characteristic,
+                    isNotifying: failure == nil ? enabled : !enabled, error: failure))
+        }
+    }
+
+    package func readValue(for characteristic: BleCharacteristicRef, of peripheral: UUID) {
+        guard let (device, generation) = connectedPath(peripheral),
+            let path = tree.characteristicPath(characteristic, of: device)
+        else { return }
+        callRetrying(
+            peripheral, generation, path: path, member: "ReadValue", body: [.propertyMap([:])]
+        ) { [weak self] reply in
+            switch reply {
+            case .success(let message):
+                self?.emit(
+                    .valueUpdated(
+                        peripheral: peripheral, characteristic: characteristic,
+                        value: message.body.first?.bytesValue ?? Data(), error: nil))
+            case .failure(let error):
+                self?.emit(
+                    .valueUpdated(
+                        peripheral: peripheral, characteristic: characteristic, value: nil,
+                        error: BlueZ.error(error, doing: "Reading")))
+            }
+        }
+    }
+
+    package func writeValue(
+        _ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType
+    ) {
+        guard let (device, generation) = connectedPath(peripheral),
+            let path = tree.characteristicPath(characteristic, of: device)
+        else { return }
+        switch type {
+        case .withResponse:
+            callRetrying(
+                peripheral, generation, path: path, member: "WriteValue",
+                body: [.bytes(data), .propertyMap(["type": .string("request")])]
+            ) { [weak self] reply in
+                var failure: BleBackendError?
+                if case .failure(let error) = reply { failure = BlueZ.error(error, doing: "Writing") }
+                self?.emit(.writeCompleted(peripheral: peripheral, characteristic: characteristic, error: failure))
+            }
+        case .withoutResponse:
+            connections[peripheral]?.commands.append((data, path))
+            sendNextCommand(peripheral, generation)
+        }
+    }
+
+    /// Sends the first queued write without response, one at a time.
+    private func sendNextCommand(_ peripheral: UUID, _ generation: UInt64) {
+        guard let connection = connections[peripheral], connection.generation == generation,
+            !connection.commandInFlight, let next = connection.commands.first
+        else { return }
+        connections[peripheral]?.commandInFlight = true
+        callRetrying(
+            peripheral, generation, path: next.path, member: "WriteValue",
+            body: [.bytes(next.data), .propertyMap(["type": .string("command")])]
+        ) { [weak self] _ in
+            // A failed write without response is not reported (as on every
+            // platform): the link is going down, and its end is reported.
+            guard let self, self.connections[peripheral]?.generation == generation else { return }
+            self.connections[peripheral]?.commands.removeFirst()
+            self.connections[peripheral]?.commandInFlight = false
+            if self.connections[peripheral]?.commands.isEmpty == false {
+                self.sendNextCommand(peripheral, generation)
+            } else if self.connections[peripheral]?.owesReady == true {
+                self.connections[peripheral]?.owesReady = false
+                self.emit(.readyToSendWriteWithoutResponse(peripheral: peripheral))
+            }
+        }
+    }
+
+    package func canSendWriteWithoutResponse(_ peripheral: UUID) -> Bool {
+        guard connectedPath(peripheral) != nil, let connection = connections[peripheral] else { return false }
+        if connection.commandInFlight || !connection.commands.isEmpty {
+            connections[peripheral]?.owesReady = true
+            return false
+        }
+        return true
+    }
+
+    package func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int {
+        guard let (device, _) = connectedPath(peripheral) else { return 0 }
+        if type == .withResponse { return 512 }  // a long write
+        // BlueZ 5.62+ gives the ATT MTU per characteristic; without it, the default MTU of 23.
+        var mtu = 23
+        for service in tree.services(of: device) {
+            for characteristic in tree.characteristics(of: service.path) {
+                if let value = tree.properties(characteristic.path, BlueZInterface.characteristic)?["MTU"]?
+                    .integerValue
+                {
+                    mtu = max(mtu, Int(value))
+                }
+            }
+        }
+        return mtu - 3
+    }
+
+    /// Calls a GattCharacteristic1 method for a connection, retrying
+    /// `InProgress`; `completion` runs only while the connection is current.
+    private func callRetrying(
+        _ peripheral: UUID, _ generation: UInt64, path: String, member: String, body: [DBusValue],
+        attempt: Int = 0, completion: @escaping @MainActor (Result<DBusMessage, DBusError>) -> Void
+    ) {
+        bus?.call(
+            destination: "org.bluez", path: path, interface: BlueZInterface.characteristic, member: member, body: body
+        ) { [weak self] reply in
+            guard let self, self.connections[peripheral]?.generation == generation else { return }
+            if case .failure(let error) = reply, error.name == "org.bluez.Error.InProgress",
+                attempt < Self.maximumRetries
+            {
+                _ = self.scheduler.schedule(after: Self.retryDelay) { [weak self] in
+                    self?.callRetrying(
+                        peripheral, generation, path: path, member: member, body: body, attempt: attempt + 1,
+                        completion: completion)
+                }
+                return
+            }
+            completion(reply)
+        }
+    }
+
+    private func emit(_ event: BleBackendEvent) {
+        eventHandler?(event)
+    }
+}

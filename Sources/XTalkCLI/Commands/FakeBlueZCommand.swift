@@ -1,0 +1,82 @@
+import Foundation
+import XTalkFakeBlueZ
+import XTalkSimulator
+
+/// `xtalk fake-bluez`: the project's fake BlueZ with simulated xTalk devices
+/// behind it, on a private dbus-daemon (or a given bus), until Ctrl-C. For
+/// trying the SDK's Linux backend and `--backend platform` without a radio,
+/// and for checking the fake against real BlueZ clients (bleak).
+enum FakeBlueZCommand {
+    static let bus = OptionSpec.string(
+        "bus", value: "ADDRESS",
+        help: "Serve on this bus (e.g. unix:path=/tmp/bus) instead of starting a private dbus-daemon.")
+
+    static let command = Command(
+        spec: CommandSpec(
+            name: "fake-bluez",
+            summary: "Serve simulated devices as a fake BlueZ (org.bluez) on a private D-Bus, until Ctrl-C.",
+            positionals: [],
+            options: [
+                bus, CommonOptions.firmwareEncoding, CommonOptions.noChallenge, CommonOptions.untrustedKey,
+                CommonOptions.mtu, CommonOptions.latency, CommonOptions.traffic, CommonOptions.garbage,
+                CommonOptions.seed,
+            ],
+            discussion: """
+                Prints DBUS_SYSTEM_BUS_ADDRESS=<address> on its first line: give that variable to another program
+                (xtalk --backend platform, bleak, bluetoothctl) and it talks to the fake as to BlueZ. The fake
+                follows BlueZ's D-Bus API (Adapter1 hci0, Device1, GattService1, GattCharacteristic1) and its
+                signal order; its control interface com.xtalk.FakeBlueZ1 at /com/xtalk/FakeBlueZ has
+                LoseLink(address, "timeout"|"remote"), SetPowered(on) and FailNext(method, error).
+                Needs dbus-daemon (Debian: dbus-daemon) unless --bus is given. Runs on the real clock only.
+                """),
+        endsOnInterrupt: true
+    ) { arguments, context, printer throws(CLIError) in
+        let settings: SimulatorSettings
+        let given: String?
+        do throws(UsageError) {
+            settings = try SimulatorSettings(arguments)
+            given = try arguments[Self.bus]
+        } catch {
+            throw CLIError.usage(error)
+        }
+        guard context.virtualClock == nil else {
+            throw CLIError(.failure, "fake-bluez runs on the real clock only (it serves other processes)")
+        }
+        var privateBus: PrivateBus?
+        let address: String
+        if let given {
+            address = given
+        } else {
+            do {
+                let started = try PrivateBus()
+                privateBus = started
+                address = started.address
+            } catch {
+                throw CLIError(.notReady, "could not start a private dbus-daemon: \(error)")
+            }
+        }
+        defer { privateBus?.stop() }
+        let environment = context.makeEnvironment(devices: settings.devices(), seed: settings.seed)
+        defer { environment.shutDown() }
+        if settings.trafficHz > 0 {
+            let interval = Duration.milliseconds(max(5, Int(1_000 / settings.trafficHz)))
+            for peripheral in environment.peripherals { peripheral.startRadioTraffic(every: interval, payloadSize: 16) }
+        }
+        if settings.garbage > 0 {
+            for peripheral in environment.peripherals {
+                peripheral.startLineNoise(every: .milliseconds(200), bytes: settings.garbage)
+            }
+        }
+        let fake = FakeBlueZ(environment: environment)
+        do {
+            try await fake.start(busAddress: address)
+        } catch {
+            throw CLIError(.notReady, "could not serve org.bluez on \(address): \(error)")
+        }
+        defer { fake.stop() }
+        context.writeOut("DBUS_SYSTEM_BUS_ADDRESS=\(address)")
+        while true {
+            do { try await context.sleep(for: .seconds(1)) } catch { throw CLIError(.interrupted, "interrupted") }
+        }
+    }
+}

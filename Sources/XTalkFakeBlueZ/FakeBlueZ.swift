@@ -1,0 +1,762 @@
+import Foundation
+import XTalkBleSdk
+import XTalkDBus
+import XTalkSimulator
+
+/// A BlueZ of our own: `org.bluez` on a bus (a private `dbus-daemon` in tests),
+/// following BlueZ's documented D-Bus API (doc/org.bluez.Adapter.rst,
+/// Device.rst, GattService.rst, GattCharacteristic.rst) and its signal order,
+/// with the simulator's radio behind it: the same firmware model and link
+/// that the simulator gives the SDK, reached over real D-Bus.
+///
+/// One adapter, hci0. Devices appear while discovering (`InterfacesAdded`
+/// from "/"), RSSI changes with each advertisement; `Connect` brings the link
+/// up (`Connected`, the GATT objects, `ServicesResolved`, then the reply);
+/// a link ends with `ServicesResolved=false`, `Disconnected(reason, message)`,
+/// `Connected=false`. Errors are `org.bluez.Error.*`.
+///
+/// Fault knobs: link loss with each reason (`loseLink`), the adapter off
+/// (`setPowered`), bluetoothd gone and back (`stop`/`restart`), any method
+/// failing once with any error (`failNext`: `InProgress`, `NotPermitted`, …),
+/// `ServicesResolved` never arriving (`holdsServicesResolved`). The radio's
+/// own knobs are the simulator's (`environment.peripherals`).
+///
+/// Not modelled: fd passing (`AcquireWrite`/`AcquireNotify` answer
+/// `NotSupported`, as BlueZ does for a characteristic without the flag),
+/// pairing agents, BR/EDR, advertisement monitors.
+@MainActor
+package final class FakeBlueZ {
+    package let environment: XTalkSimulatedEnvironment
+    package static let adapterPath = "/org/bluez/hci0"
+    package static let adapterAddress = "0A:7A:1C:00:00:01"
+    package static let controlPath = "/com/xtalk/FakeBlueZ"
+    package static let controlInterface = "com.xtalk.FakeBlueZ1"
+
+    /// When true, connections never report `ServicesResolved` (nor answer `Connect`).
+    package var holdsServicesResolved = false
+    /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
+    package private(set) var callCounts: [String: Int] = [:]
+    package private(set) var busName = ""
+
+    private let radio: any BleBackend
+    private var address: String?
+    private var bus: DBusConnection?
+    private var powered = true
+    private var discovering = false
+    private var filterServices: [BleUUID] = []
+    private var devices: [UUID: FakeDevice] = [:]
+    private var failures: [String: [(name: String, message: String)]] = [:]
+
+    /// Serves `environment`'s devices (on the real clock).
+    package init(environment: XTalkSimulatedEnvironment) {
+        self.environment = environment
+        radio = environment.backend
+        radio.eventHandler = { [weak self] event in self?.radioEvent(event) }
+        radio.activate(showPowerAlert: false, restoreIdentifier: nil)
+    }
+
+    // MARK: The daemon
+
+    /// Connects to the bus at `address` and owns `org.bluez` (bluetoothd starting).
+    package func start(busAddress: String) async throws {
+        address = busAddress
+        let connection = try await withCheckedThrowingContinuation { continuation in
+            DBusConnection.open(DBusAddress.parse(busAddress)) { continuation.resume(with: $0) }
+        }
+        connection.onMethodCall = { [weak self] call in self?.handle(call) }
+        bus = connection
+        busName = connection.uniqueName
+        let reply = await withCheckedContinuation { continuation in
+            connection.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                member: "RequestName", body: [.string("org.bluez"), .uint32(4)]
+            ) { continuation.resume(returning: $0) }
+        }
+        guard case .success(let message) = reply, message.body == [.uint32(1)] else {
+            connection.close()
+            throw DBusError(name: "org.freedesktop.DBus.Error.Failed", message: "could not own org.bluez")
+        }
+    }
+
+    /// bluetoothd exits: every link ends, every object goes, `org.bluez` loses its owner.
+    package func stop() {
+        for device in devices.values where device.connected || device.connectCall != nil {
+            radio.cancelPeripheralConnection(device.id)
+        }
+        devices.removeAll()
+        if discovering { radio.stopScan() }
+        discovering = false
+        bus?.close()
+        bus = nil
+    }
+
+    /// bluetoothd restarts: `stop()`, then after `downtime` a new process (a new unique name) owns `org.bluez`.
+    package func restart(after downtime: Duration) async throws {
+        stop()
+        try await Task.sleep(for: downtime)
+        guard let address else { return }
+        try await start(busAddress: address)
+    }
+
+    // MARK: Knobs
+
+    /// The next call of `member` (e.g. "Connect", "WriteValue") fails with `org.bluez.Error.<error>`.
+    package func failNext(_ member: String, with error: String, message: String = "") {
+        failures[member, default: []].append((error.contains(".") ? error : "org.bluez.Error.\(error)", message))
+    }
+
+    /// Powers the adapter on or off (as `bluetoothctl power off`): links end first.
+    package func setPowered(_ on: Bool) {
+        guard on != powered else { return }
+        if !on {
+            for device in devices.values where device.connected {
+                radio.cancelPeripheralConnection(device.id)
+                linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
+            }
+            if discovering {
+                radio.stopScan()
+                discovering = false
+                changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+            }
+        }
+        powered = on
+        changed(
+            Self.adapterPath, "org.bluez.Adapter1", ["Powered": .boolean(on), "PowerState": .string(on ? "on" : "off")])
+    }
+
+    /// The link to the device at `address` is lost: `timeout` (out of range:
+    /// after the supervision timeout) or `remote` (the device ended it).
+    package func loseLink(address: String, reason: String) {
+        guard let device = devices.values.first(where: { $0.address == address.uppercased() }),
+            let peripheral = environment.peripheral(id: device.id)
+        else { return }
+        peripheral.disconnect(reason == "remote" ? .terminatedByDevice : .supervisionTimeout)
+    }
+
+    // MARK: Radio events (the simulated central)
+
+    private func radioEvent(_ event: BleBackendEvent) {
+        switch event {
+        case .discovered(let id, let advertisement, let rssi):
+            discovered(id, advertisement, rssi)
+        case .connected(let id):
+            guard let device = devices[id], device.connectCall != nil else { return }
+            device.connected = true
+            changed(device.path, "org.bluez.Device1", ["Connected": .boolean(true)])
+            radio.discoverServices(nil, for: id)
+        case .servicesDiscovered(let id, let services, _):
+            guard let device = devices[id] else { return }
+            device.servicesToDiscover = services
+            if services.isEmpty { servicesResolved(device) }
+            for service in services { radio.discoverCharacteristics(nil, for: service, of: id) }
+        case .characteristicsDiscovered(let id, let service, let characteristics, _):
+            guard let device = devices[id] else { return }
+            device.discovered.append((service, characteristics))
+            if device.discovered.count == device.servicesToDiscover.count { servicesResolved(device) }
+        case .failedToConnect(let id, let error):
+            guard let device = devices[id], let call = device.connectCall else { return }
+            device.connectCall = nil
+            reply(error: "org.bluez.Error.Failed", error?.message ?? "le-connection-abort-by-remote", to: call)
+        case .disconnected(let id, let error):
+            guard let device = devices[id] else { return }
+            let (reason, message) =
+                switch error?.code {
+                case .connectionTimeout?: ("org.bluez.Reason.Timeout", "Connection timed out")
+                case .peripheralDisconnected?: ("org.bluez.Reason.Remote", "Connection terminated by remote user")
+                default: ("org.bluez.Reason.Unknown", error?.message ?? "Unknown reason")
+                }
+            linkEnded(device, reason: reason, message: message)
+        case .notificationStateUpdated(let id, let reference, let isNotifying, let error):
+            guard let device = devices[id], let characteristic = device.characteristic(reference),
+                !characteristic.notifyCalls.isEmpty
+            else { return }
+            let call = characteristic.notifyCalls.removeFirst()
+            if let error {
+                reply(error: "org.bluez.Error.NotPermitted", error.message, to: call)
+                return
+            }
+            characteristic.notifying = isNotifying
+            changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Notifying": .boolean(isNotifying)])
+            reply(to: call)
+        case .valueUpdated(let id, let reference, let value, let error):
+            guard let device = devices[id], let characteristic = device.characteristic(reference) else { return }
+            if !characteristic.readCalls.isEmpty {
+                let call = characteristic.readCalls.removeFirst()
+                if let error {
+                    reply(error: "org.bluez.Error.Failed", error.message, to: call)
+                    return
+                }
+                reply(to: call, [.bytes(value ?? Data())])
+            } else if !characteristic.notifying {
+                return
+            }
+            // BlueZ changes Value for a read's result and for a notification alike.
+            changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Value": .bytes(value ?? Data())])
+        case .writeCompleted(let id, let reference, let error):
+            guard let device = devices[id], let characteristic = device.characteristic(reference),
+                !characteristic.writeCalls.isEmpty
+            else { return }
+            let call = characteristic.writeCalls.removeFirst()
+            if let error {
+                reply(error: "org.bluez.Error.Failed", error.message, to: call)
+            } else {
+                reply(to: call)
+            }
+        case .readyToSendWriteWithoutResponse(let id):
+            if let device = devices[id] { flushCommands(device) }
+        case .stateChanged, .scanFailed, .restored:
+            break
+        }
+    }
+
+    private func discovered(_ id: UUID, _ advertisement: BleAdvertisement, _ rssi: Int) {
+        guard discovering, powered else { return }
+        if let device = devices[id] {
+            device.rssi = rssi
+            changed(device.path, "org.bluez.Device1", ["RSSI": .int16(Int16(clamping: rssi))])
+            return
+        }
+        let address = Self.address(of: advertisement, id: id)
+        let device = FakeDevice(id: id, address: address, advertisement: advertisement, rssi: rssi)
+        devices[id] = device
+        interfacesAdded(device.path, ["org.bluez.Device1": device.properties])
+    }
+
+    /// The address the device advertises in its manufacturer data (xTalk's
+    /// format), else one made from its identifier.
+    static func address(of advertisement: BleAdvertisement, id: UUID) -> String {
+        if let data = advertisement.manufacturerData, data.count >= 9 {
+            return data.dropFirst(3).prefix(6).map { String(format: "%02X", $0) }.joined(separator: ":")
+        }
+        return withUnsafeBytes(of: id.uuid) { raw in raw.suffix(6).map { String(format: "%02X", $0) } }
+            .joined(separator: ":")
+    }
+
+    private func servicesResolved(_ device: FakeDevice) {
+        guard device.connected, !device.resolved else { return }
+        device.buildGatt(mtu: radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
+        for service in device.services {
+            interfacesAdded(service.path, ["org.bluez.GattService1": service.properties])
+            for characteristic in service.characteristics {
+                interfacesAdded(
+                    characteristic.path, ["org.bluez.GattCharacteristic1": characteristic.properties])
+                if let descriptor = characteristic.descriptorPath {
+                    interfacesAdded(
+                        descriptor,
+                        [
+                            "org.bluez.GattDescriptor1": [
+                                "UUID": .string("00002902-0000-1000-8000-00805f9b34fb"),
+                                "Characteristic": .objectPath(characteristic.path), "Value": .bytes(Data()),
+                            ]
+                        ])
+                }
+            }
+        }
+        guard !holdsServicesResolved else { return }
+        device.resolved = true
+        changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(true)])
+        if let call = device.connectCall {
+            device.connectCall = nil
+            reply(to: call)
+        }
+    }
+
+    /// BlueZ's order when a link ends: ServicesResolved=false, Disconnected,
+    /// Connected=false; the GATT objects of an unbonded device go.
+    private func linkEnded(_ device: FakeDevice, reason: String, message: String) {
+        let wasConnected = device.connected
+        let pendingCalls = device.services.flatMap { service in
+            service.characteristics.flatMap { $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.map(\.call) }
+        }
+        if device.resolved { changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(false)]) }
+        if wasConnected {
+            emit(
+                .signal(
+                    path: device.path, interface: "org.bluez.Device1", member: "Disconnected",
+                    body: [.string(reason), .string(message)]))
+            changed(device.path, "org.bluez.Device1", ["Connected": .boolean(false)])
+        }
+        for service in device.services {
+            for characteristic in service.characteristics {
+                if let descriptor = characteristic.descriptorPath {
+                    interfacesRemoved(descriptor, ["org.bluez.GattDescriptor1"])
+                }
+                interfacesRemoved(characteristic.path, ["org.bluez.GattCharacteristic1"])
+            }
+            interfacesRemoved(service.path, ["org.bluez.GattService1"])
+        }
+        for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Not connected", to: call) }
+        if let call = device.connectCall {
+            device.connectCall = nil
+            reply(error: "org.bluez.Error.Failed", "le-connection-abort-by-local", to: call)
+        }
+        device.reset()
+    }
+
+    // MARK: Method calls
+
+    private func handle(_ call: DBusMessage) {
+        guard let member = call.member, let path = call.path else { return }
+        callCounts[member, default: 0] += 1
+        if var queued = failures[member], !queued.isEmpty, call.interface != "org.freedesktop.DBus.Properties" {
+            let failure = queued.removeFirst()
+            failures[member] = queued
+            reply(error: failure.name, failure.message, to: call)
+            return
+        }
+        switch (call.interface, member) {
+        case ("org.freedesktop.DBus.ObjectManager", "GetManagedObjects") where path == "/":
+            reply(to: call, [managedObjects()])
+        case ("org.freedesktop.DBus.Properties", "GetAll"):
+            guard let interface = call.body.first?.stringValue, let properties = objects()[path]?[interface] else {
+                return reply(error: "org.freedesktop.DBus.Error.UnknownInterface", "no such interface", to: call)
+            }
+            reply(to: call, [.propertyMap(properties)])
+        case ("org.freedesktop.DBus.Properties", "Get"):
+            guard call.body.count == 2, let interface = call.body[0].stringValue, let name = call.body[1].stringValue,
+                let value = objects()[path]?[interface]?[name]
+            else { return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "no such property", to: call) }
+            reply(to: call, [.variant(value)])
+        case ("org.freedesktop.DBus.Properties", "Set"):
+            guard path == Self.adapterPath, call.body.count == 3, call.body[1].stringValue == "Powered",
+                let on = call.body[2].boolValue
+            else { return reply(error: "org.bluez.Error.NotPermitted", "read-only property", to: call) }
+            setPowered(on)
+            reply(to: call)
+        case ("org.freedesktop.DBus.Introspectable", "Introspect"):
+            reply(to: call, [.string(introspection(of: path))])
+        case ("org.bluez.Adapter1", _) where path == Self.adapterPath:
+            adapterCall(call, member)
+        case ("org.bluez.Device1", _):
+            guard let device = devices.values.first(where: { $0.path == path }) else {
+                return reply(error: "org.freedesktop.DBus.Error.UnknownObject", "no such device", to: call)
+            }
+            deviceCall(call, member, device)
+        case ("org.bluez.GattCharacteristic1", _):
+            guard let (device, characteristic) = characteristic(at: path) else {
+                return reply(error: "org.freedesktop.DBus.Error.UnknownObject", "no such characteristic", to: call)
+            }
+            characteristicCall(call, member, device, characteristic)
+        case (FakeBlueZ.controlInterface, _) where path == Self.controlPath:
+            controlCall(call, member)
+        default:
+            reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "\(member) is not a method of \(path)", to: call)
+        }
+    }
+
+    private func adapterCall(_ call: DBusMessage, _ member: String) {
+        switch member {
+        case "SetDiscoveryFilter":
+            let filter = call.body.first?.propertyMapValue ?? [:]
+            filterServices = (filter["UUIDs"]?.stringArrayValue ?? []).map(BleUUID.init)
+            reply(to: call)
+        case "StartDiscovery":
+            guard powered else { return reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call) }
+            guard !discovering else {
+                return reply(error: "org.bluez.Error.InProgress", "Operation already in progress", to: call)
+            }
+            discovering = true
+            radio.scanForPeripherals(withServices: filterServices)
+            reply(to: call)
+            changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(true)])
+        case "StopDiscovery":
+            guard discovering else { return reply(error: "org.bluez.Error.Failed", "No discovery started", to: call) }
+            discovering = false
+            radio.stopScan()
+            reply(to: call)
+            changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+        case "RemoveDevice":
+            guard let path = call.body.first?.stringValue,
+                let device = devices.values.first(where: { $0.path == path })
+            else { return reply(error: "org.bluez.Error.DoesNotExist", "Does Not Exist", to: call) }
+            if device.connected || device.connectCall != nil {
+                radio.cancelPeripheralConnection(device.id)
+                linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
+            }
+            devices[device.id] = nil
+            interfacesRemoved(device.path, ["org.bluez.Device1"])
+            reply(to: call)
+        case "GetDiscoveryFilters":
+            reply(
+                to: call, [.stringArray(["UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable"])])
+        default:
+            reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    private func deviceCall(_ call: DBusMessage, _ member: String, _ device: FakeDevice) {
+        switch member {
+        case "Connect":
+            guard powered else { return reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call) }
+            if device.connectCall != nil {
+                return reply(error: "org.bluez.Error.InProgress", "In Progress", to: call)
+            }
+            if device.connected && device.resolved { return reply(to: call) }
+            device.connectCall = call
+            radio.connect(device.id)
+        case "Disconnect":
+            if device.connected || device.connectCall != nil {
+                radio.cancelPeripheralConnection(device.id)
+                linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
+            }
+            reply(to: call)
+        case "Pair", "CancelPairing", "ConnectProfile", "DisconnectProfile":
+            reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
+        default:
+            reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    private func characteristicCall(
+        _ call: DBusMessage, _ member: String, _ device: FakeDevice, _ characteristic: FakeCharacteristic
+    ) {
+        guard device.connected, device.resolved else {
+            return reply(error: "org.bluez.Error.Failed", "Not connected", to: call)
+        }
+        let flags = characteristic.info.properties
+        switch member {
+        case "ReadValue":
+            guard flags.contains(.read) else {
+                return reply(error: "org.bluez.Error.NotPermitted", "Read not permitted", to: call)
+            }
+            characteristic.readCalls.append(call)
+            if characteristic.readCalls.count == 1 { radio.readValue(for: characteristic.reference, of: device.id) }
+        case "WriteValue":
+            guard call.body.count == 2, let value = call.body[0].bytesValue else {
+                return reply(error: "org.bluez.Error.InvalidArguments", "Invalid arguments", to: call)
+            }
+            let options = call.body[1].propertyMapValue ?? [:]
+            let type = options["type"]?.stringValue ?? (flags.contains(.write) ? "request" : "command")
+            if type == "command" {
+                guard flags.contains(.writeWithoutResponse) else {
+                    return reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
+                }
+                guard value.count <= characteristic.mtu - 3 else {
+                    return reply(error: "org.bluez.Error.InvalidValueLength", "Invalid Length", to: call)
+                }
+                characteristic.commands.append((value, call))
+                flushCommands(device)
+            } else {
+                guard flags.contains(.write) else {
+                    return reply(error: "org.bluez.Error.NotPermitted", "Write not permitted", to: call)
+                }
+                guard value.count <= 512 else {
+                    return reply(error: "org.bluez.Error.InvalidValueLength", "Invalid Length", to: call)
+                }
+                characteristic.writeCalls.append(call)
+                radio.writeValue(value, for: characteristic.reference, of: device.id, type: .withResponse)
+            }
+        case "StartNotify":
+            guard flags.contains(.notify) || flags.contains(.indicate) else {
+                return reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
+            }
+            if characteristic.notifying { return reply(to: call) }
+            characteristic.notifyCalls.append(call)
+            if characteristic.notifyCalls.count == 1 {
+                radio.setNotifyValue(true, for: characteristic.reference, of: device.id)
+            }
+        case "StopNotify":
+            guard characteristic.notifying else {
+                return reply(error: "org.bluez.Error.Failed", "No notify session started", to: call)
+            }
+            characteristic.notifying = false
+            radio.setNotifyValue(false, for: characteristic.reference, of: device.id)
+            reply(to: call)
+            changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Notifying": .boolean(false)])
+        case "AcquireWrite", "AcquireNotify":
+            reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
+        default:
+            reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    /// Writes without response go to the radio as its flow control allows; each is answered once handed over.
+    private func flushCommands(_ device: FakeDevice) {
+        for service in device.services {
+            for characteristic in service.characteristics {
+                while let next = characteristic.commands.first, radio.canSendWriteWithoutResponse(device.id) {
+                    characteristic.commands.removeFirst()
+                    radio.writeValue(next.value, for: characteristic.reference, of: device.id, type: .withoutResponse)
+                    reply(to: next.call)
+                }
+            }
+        }
+    }
+
+    /// The control interface, for programs that run the fake in another process (bleak's check, the bench).
+    private func controlCall(_ call: DBusMessage, _ member: String) {
+        switch member {
+        case "LoseLink":
+            guard call.body.count == 2, let address = call.body[0].stringValue, let reason = call.body[1].stringValue
+            else {
+                return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "LoseLink(address, reason)", to: call)
+            }
+            loseLink(address: address, reason: reason)
+            reply(to: call)
+        case "SetPowered":
+            guard let on = call.body.first?.boolValue else {
+                return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "SetPowered(on)", to: call)
+            }
+            setPowered(on)
+            reply(to: call)
+        case "FailNext":
+            guard call.body.count == 2, let method = call.body[0].stringValue, let error = call.body[1].stringValue
+            else { return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "FailNext(method, error)", to: call) }
+            failNext(method, with: error)
+            reply(to: call)
+        default:
+            reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    // MARK: Objects
+
+    private var adapterProperties: [String: DBusValue] {
+        [
+            "Address": .string(Self.adapterAddress), "AddressType": .string("public"), "Name": .string("xtalk-fake"),
+            "Alias": .string("xtalk-fake"), "Class": .uint32(0), "Powered": .boolean(powered),
+            "PowerState": .string(powered ? "on" : "off"), "Discoverable": .boolean(false),
+            "DiscoverableTimeout": .uint32(180), "Pairable": .boolean(true), "PairableTimeout": .uint32(0),
+            "Discovering": .boolean(discovering), "UUIDs": .stringArray([]),
+            "Modalias": .string("usb:v1D6Bp0246d0542"), "Roles": .stringArray(["central", "peripheral"]),
+        ]
+    }
+
+    /// Every object: path → interface → properties.
+    private func objects() -> [String: [String: [String: DBusValue]]] {
+        var objects: [String: [String: [String: DBusValue]]] = [
+            Self.adapterPath: ["org.bluez.Adapter1": adapterProperties]
+        ]
+        for device in devices.values {
+            objects[device.path] = ["org.bluez.Device1": device.properties]
+            for service in device.services {
+                objects[service.path] = ["org.bluez.GattService1": service.properties]
+                for characteristic in service.characteristics {
+                    objects[characteristic.path] = ["org.bluez.GattCharacteristic1": characteristic.properties]
+                }
+            }
+        }
+        return objects
+    }
+
+    private func managedObjects() -> DBusValue {
+        .array(
+            elementSignature: "{oa{sa{sv}}}",
+            objects().sorted { $0.key < $1.key }.map { path, interfaces in
+                .dictEntry(.objectPath(path), Self.interfaceMap(interfaces))
+            })
+    }
+
+    static func interfaceMap(_ interfaces: [String: [String: DBusValue]]) -> DBusValue {
+        .array(
+            elementSignature: "{sa{sv}}",
+            interfaces.sorted { $0.key < $1.key }.map { .dictEntry(.string($0.key), .propertyMap($0.value)) })
+    }
+
+    private func characteristic(at path: String) -> (FakeDevice, FakeCharacteristic)? {
+        for device in devices.values where path.hasPrefix(device.path + "/") {
+            for service in device.services {
+                if let characteristic = service.characteristics.first(where: { $0.path == path }) {
+                    return (device, characteristic)
+                }
+            }
+        }
+        return nil
+    }
+
+    private func introspection(of path: String) -> String {
+        let all = objects()
+        let interfaces =
+            (all[path]?.keys.sorted() ?? [])
+            + ["org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties"]
+        let prefix = path == "/" ? "/" : path + "/"
+        var children = Set<String>()
+        for other in all.keys where other.hasPrefix(prefix) && other != path {
+            if let name = other.dropFirst(prefix.count).split(separator: "/").first { children.insert(String(name)) }
+        }
+        if path == "/" { children.insert("org") }
+        return "<node>" + interfaces.map { "<interface name=\"\($0)\"/>" }.joined()
+            + children.sorted().map { "<node name=\"\($0)\"/>" }.joined() + "</node>"
+    }
+
+    // MARK: Sending
+
+    private func emit(_ message: DBusMessage) {
+        bus?.send(message)
+    }
+
+    private func changed(_ path: String, _ interface: String, _ properties: [String: DBusValue]) {
+        emit(
+            .signal(
+                path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                body: [.string(interface), .propertyMap(properties), .stringArray([])]))
+    }
+
+    private func interfacesAdded(_ path: String, _ interfaces: [String: [String: DBusValue]]) {
+        emit(
+            .signal(
+                path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded",
+                body: [.objectPath(path), Self.interfaceMap(interfaces)]))
+    }
+
+    private func interfacesRemoved(_ path: String, _ interfaces: [String]) {
+        emit(
+            .signal(
+                path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved",
+                body: [.objectPath(path), .stringArray(interfaces)]))
+    }
+
+    private func reply(to call: DBusMessage, _ body: [DBusValue] = []) {
+        guard !call.noReplyExpected else { return }
+        emit(.methodReturn(to: call, body: body))
+    }
+
+    private func reply(error name: String, _ text: String, to call: DBusMessage) {
+        guard !call.noReplyExpected else { return }
+        emit(.error(to: call, name: name, text: text))
+    }
+}
+
+/// A device as the fake's bluetoothd knows it.
+@MainActor
+final class FakeDevice {
+    let id: UUID
+    let address: String
+    let advertisement: BleAdvertisement
+    var rssi: Int
+    var connected = false
+    var resolved = false
+    var connectCall: DBusMessage?
+    var servicesToDiscover: [BleUUID] = []
+    var discovered: [(service: BleUUID, characteristics: [BleCharacteristicInfo])] = []
+    var services: [FakeService] = []
+
+    init(id: UUID, address: String, advertisement: BleAdvertisement, rssi: Int) {
+        self.id = id
+        self.address = address
+        self.advertisement = advertisement
+        self.rssi = rssi
+    }
+
+    var path: String { FakeBlueZ.adapterPath + "/dev_" + address.replacingOccurrences(of: ":", with: "_") }
+
+    var properties: [String: DBusValue] {
+        var properties: [String: DBusValue] = [
+            "Address": .string(address), "AddressType": .string("public"),
+            "Alias": .string(advertisement.localName ?? address.replacingOccurrences(of: ":", with: "-")),
+            "Paired": .boolean(false), "Bonded": .boolean(false), "Trusted": .boolean(false),
+            "Blocked": .boolean(false), "LegacyPairing": .boolean(false), "RSSI": .int16(Int16(clamping: rssi)),
+            "Connected": .boolean(connected), "ServicesResolved": .boolean(resolved),
+            "UUIDs": .stringArray(advertisement.serviceUUIDs.map { $0.uuidString.lowercased() }),
+            "Adapter": .objectPath(FakeBlueZ.adapterPath),
+        ]
+        if let name = advertisement.localName { properties["Name"] = .string(name) }
+        if let data = advertisement.manufacturerData, data.count >= 2 {
+            let company = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
+            properties["ManufacturerData"] = .array(
+                elementSignature: "{qv}", [.dictEntry(.uint16(company), .variant(.bytes(data.dropFirst(2))))])
+        }
+        return properties
+    }
+
+    /// The GATT objects, numbered as BlueZ numbers them (by handle).
+    func buildGatt(mtu: Int) {
+        var handle = 0x000A
+        services = discovered.map { service, characteristics in
+            let servicePath = path + String(format: "/service%04x", handle)
+            handle += 1
+            let children = characteristics.map { info in
+                let characteristicPath = servicePath + String(format: "/char%04x", handle)
+                handle += 2
+                var descriptorPath: String?
+                if info.properties.contains(.notify) || info.properties.contains(.indicate) {
+                    descriptorPath = characteristicPath + String(format: "/desc%04x", handle)
+                    handle += 1
+                }
+                return FakeCharacteristic(
+                    path: characteristicPath, servicePath: servicePath, info: info,
+                    reference: BleCharacteristicRef(service: service, characteristic: info.uuid), mtu: mtu,
+                    descriptorPath: descriptorPath)
+            }
+            return FakeService(path: servicePath, devicePath: path, uuid: service, characteristics: children)
+        }
+    }
+
+    func characteristic(_ reference: BleCharacteristicRef) -> FakeCharacteristic? {
+        services.first { $0.uuid == reference.service }?.characteristics.first {
+            $0.info.uuid == reference.characteristic
+        }
+    }
+
+    func reset() {
+        connected = false
+        resolved = false
+        connectCall = nil
+        servicesToDiscover = []
+        discovered = []
+        services = []
+    }
+}
+
+@MainActor
+final class FakeService {
+    let path: String
+    let devicePath: String
+    let uuid: BleUUID
+    let characteristics: [FakeCharacteristic]
+
+    init(path: String, devicePath: String, uuid: BleUUID, characteristics: [FakeCharacteristic]) {
+        self.path = path
+        self.devicePath = devicePath
+        self.uuid = uuid
+        self.characteristics = characteristics
+    }
+
+    var properties: [String: DBusValue] {
+        [
+            "UUID": .string(uuid.uuidString.lowercased()), "Device": .objectPath(devicePath),
+            "Primary": .boolean(true), "Includes": .array(elementSignature: "o", []),
+        ]
+    }
+}
+
+@MainActor
+final class FakeCharacteristic {
+    let path: String
+    let servicePath: String
+    let info: BleCharacteristicInfo
+    let reference: BleCharacteristicRef
+    let mtu: Int
+    let descriptorPath: String?
+    var notifying = false
+    var readCalls: [DBusMessage] = []
+    var writeCalls: [DBusMessage] = []
+    var notifyCalls: [DBusMessage] = []
+    var commands: [(value: Data, call: DBusMessage)] = []
+
+    init(
+        path: String, servicePath: String, info: BleCharacteristicInfo, reference: BleCharacteristicRef, mtu: Int,
+        descriptorPath: String?
+    ) {
+        self.path = path
+        self.servicePath = servicePath
+        self.info = info
+        self.reference = reference
+        self.mtu = mtu
+        self.descriptorPath = descriptorPath
+    }
+
+    var properties: [String: DBusValue] {
+        var flags: [String] = []
+        if info.properties.contains(.read) { flags.append("read") }
+        if info.properties.contains(.writeWithoutResponse) { flags.append("write-without-response") }
+        if info.properties.contains(.write) { flags.append("write") }
+        if info.properties.contains(.notify) { flags.append("notify") }
+        if info.properties.contains(.indicate) { flags.append("indicate") }
+        return [
+            "UUID": .string(info.uuid.uuidString.lowercased()), "Service": .objectPath(servicePath),
+            "Value": .bytes(Data()), "Notifying": .boolean(notifying), "Flags": .stringArray(flags),
+            "MTU": .uint16(UInt16(clamping: mtu)),
+        ]
+    }
+}

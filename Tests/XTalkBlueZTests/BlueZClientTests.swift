@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+import XTalkBleSdk
+import XTalkFakeBlueZ
+import XTalkSimulator
+
+@Suite(
+    "The client on Linux: BlueZ over D-Bus (a private dbus-daemon and the fake BlueZ)",
+    .enabled(if: dbusDaemonAvailable, dbusMissing), .serialized, .timeLimit(.minutes(2)))
+@MainActor
+struct BlueZClientTests {
+    @Test("scan shows the device with BlueZ's name, RSSI and address")
+    func scan() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        let result = try #require(client.scanResults.first)
+        #expect(result.name == "xTalk-0001")
+        #expect(result.address == "C0:FF:EE:00:00:01")
+        #expect((-70 ... -45).contains(result.rssi))
+        #expect(client.connectionState == .scanning)
+        client.stopScan()
+        #expect(await eventually { rig.fake.callCounts["StopDiscovery"] == 1 })
+        client.teardown()
+    }
+
+    @Test("connect, AT commands, RF sends and radio frames, end to end through BlueZ's API")
+    func endToEnd() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        var frames: [Data] = []
+        client.onEvent = { event in if case .diPayload(let payload, _) = event { frames.append(payload) } }
+        let result = try await client.connectFirstDevice(rig: rig)
+        #expect(client.connectionState == .connected)
+        #expect(client.connectedAddress == result.address)
+        #expect(try await client.runAtCommand("AT+PING=bluez") == ["+PING:bluez", "OK"])
+        #expect(try await client.runAtCommand("AT+VER?") == ["+VER:2.1.0", "OK"])
+        // A payload longer than one write: split at the MTU BlueZ reports.
+        let payload = Data((0..<200).map { UInt8($0) })
+        try await client.sendRfPayload(payload)
+        #expect(rig.peripheral.transmittedFrames == [payload])
+        rig.peripheral.receiveRadioFrame(Data([0xCA, 0xFE]))
+        #expect(await eventually { frames == [Data([0xCA, 0xFE])] })
+        #expect(await client.fetchBatteryLevel() != nil)
+        #expect(await client.fetchHardwareVersion() != nil)
+        client.disconnect()
+        #expect(client.connectionState == .disconnected)
+        #expect(await eventually { !rig.peripheral.isConnected })
+        client.teardown()
+    }
+}

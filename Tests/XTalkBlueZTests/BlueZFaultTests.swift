@@ -1,0 +1,178 @@
+import Foundation
+import Testing
+import XTalkBleSdk
+import XTalkFakeBlueZ
+import XTalkSimulator
+
+@Suite(
+    "BlueZ faults: link loss, adapter off, bluetoothd restarting, InProgress, refusals",
+    .enabled(if: dbusDaemonAvailable, dbusMissing), .serialized, .timeLimit(.minutes(2)))
+@MainActor
+struct BlueZFaultTests {
+    /// Link loss with each of BlueZ's reasons: the pending command fails once
+    /// with `.notConnected`, the state says `.disconnected`, and a reconnect
+    /// gets no byte of the old link.
+    @Test(arguments: ["timeout", "remote"])
+    func linkLoss(reason: String) async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        var device = BlueZRig.device()
+        device.firmware.faults.silentCommands = ["AT+VER?"]
+        rig.peripheral.device = device
+        let client = rig.client()
+        var states: [XTalkConnectionState] = []
+        client.onEvent = { event in if case .connectionStateChanged(let state) = event { states.append(state) } }
+        _ = try await client.connectFirstDevice(rig: rig)
+        // (Its timeout outlasts the supervision timeout (720 ms), and is short:
+        // a reconnect quarantines the channel until the old command's
+        // deadline, in case the device still answers it.)
+        let pending = Task { try await client.runAtCommand("AT+VER?", timeoutMs: 1_500) }
+        #expect(await eventually { rig.peripheral.processedCommands.contains("AT+VER?") })
+        // The device still has half a line for the host when the link goes.
+        rig.peripheral.emitRawBytes(Array("+DI:stale".utf8))
+        rig.fake.loseLink(address: "C0:FF:EE:00:00:01", reason: reason)
+        await #expect(throws: XTalkBleError.notConnected) { try await pending.value }
+        #expect(client.connectionState == .disconnected)
+        #expect(!client.atReady)
+        #expect(states.suffix(2) == [.connected, .disconnected])
+
+        var lines: [String] = []
+        client.onEvent = { event in if case .atLine(let line) = event { lines.append(line) } }
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=again") == ["+PING:again", "OK"])
+        #expect(!lines.contains { $0.contains("stale") }, "nothing of the old link: \(lines)")
+        client.teardown()
+    }
+
+    /// BlueZ ends the links before it reports the adapter off (Connected=false,
+    /// then Powered=false): the app sees `.disconnected`, and the next scan
+    /// fails with `.bluetoothUnavailable` and a reason that says how to fix it.
+    @Test("the adapter powered off: the link ends, scanning fails with a reason; powered on again, it works")
+    func adapterOff() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        var device = rig.peripheral.device
+        device.firmware.faults.silentCommands = ["AT+VER?"]
+        rig.peripheral.device = device
+        let pending = Task { try await client.runAtCommand("AT+VER?", timeoutMs: 300) }
+        #expect(await eventually { rig.peripheral.processedCommands.contains("AT+VER?") })
+        rig.fake.setPowered(false)
+        await #expect(throws: XTalkBleError.notConnected) { try await pending.value }
+        #expect(client.connectionState == .disconnected)
+        #expect(await eventually { client.bluetoothUnavailableReason != nil })
+        #expect(
+            client.bluetoothUnavailableReason == "the Bluetooth adapter hci0 is powered off (bluetoothctl power on)")
+        client.startScan()
+        #expect(client.connectionState == .failed(.bluetoothUnavailable))
+        rig.fake.setPowered(true)
+        #expect(await eventually { client.bluetoothUnavailableReason == nil })
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=on") == ["+PING:on", "OK"])
+        client.teardown()
+    }
+
+    @Test("bluetoothd restarts: resetting, the link is gone, then everything works again")
+    func bluetoothdRestarts() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        var reasons: [String?] = []
+        client.onEvent = { event in
+            if case .connectionStateChanged = event { reasons.append(client.bluetoothUnavailableReason) }
+        }
+        try await rig.fake.restart(after: .milliseconds(100))
+        #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
+        #expect(reasons.first == "bluetoothd stopped; waiting for it to come back")
+        #expect(!client.atReady)
+        #expect(await eventually { client.bluetoothUnavailableReason == nil }, "bluetoothd is back")
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=back") == ["+PING:back", "OK"])
+        client.teardown()
+    }
+
+    @Test("InProgress from BlueZ is retried, never reported: Connect, StartNotify, WriteValue, ReadValue")
+    func inProgressIsRetried() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        rig.fake.failNext("Connect", with: "InProgress")
+        rig.fake.failNext("StartNotify", with: "InProgress")
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(rig.fake.callCounts["Connect"] == 2)
+        #expect(rig.fake.callCounts["StartNotify"] == 2)
+        rig.fake.failNext("WriteValue", with: "InProgress")
+        #expect(try await client.runAtCommand("AT+PING=one") == ["+PING:one", "OK"])
+        rig.fake.failNext("ReadValue", with: "InProgress")
+        #expect(await client.fetchBatteryLevel() != nil)
+        client.teardown()
+    }
+
+    @Test("a refused subscription fails the connection in words and leaves no link")
+    func refusedSubscription() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        rig.fake.failNext("StartNotify", with: "NotPermitted", message: "Notify not permitted")
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.connect(id: client.scanResults[0].id)
+        #expect(await eventually { if case .failed = client.connectionState { true } else { false } })
+        guard case .failed(.connectionFailed(let reason)) = client.connectionState else {
+            Issue.record("expected connectionFailed, got \(client.connectionState)")
+            return
+        }
+        #expect(reason.contains("NotPermitted") || reason.contains("not permit"), "\(reason)")
+        #expect(await eventually { !rig.peripheral.isConnected }, "the link is cancelled")
+        client.teardown()
+    }
+
+    @Test("ServicesResolved never arrives: the connect times out, and BlueZ is told to disconnect")
+    func servicesNeverResolved() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.holdsServicesResolved = true
+        var options = XTalkBleClientOptions()
+        options.connectTimeout = .milliseconds(500)
+        let client = rig.client(options)
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.connect(id: client.scanResults[0].id)
+        #expect(await eventually { client.connectionState == .failed(.timeout) })
+        #expect(await eventually { rig.fake.callCounts["Disconnect"] == 1 })
+        #expect(await eventually { !rig.peripheral.isConnected })
+        rig.fake.holdsServicesResolved = false
+        _ = try await client.connectFirstDevice(rig: rig)
+        client.teardown()
+    }
+
+    @Test("no bluetoothd on the bus: scanning fails with a reason that says so")
+    func noBluetoothd() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.stop()
+        let client = rig.client()
+        client.startScan()
+        #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
+        #expect(client.bluetoothUnavailableReason == "BlueZ (bluetoothd) is not running on the system bus")
+        client.teardown()
+    }
+
+    @Test("a failing Connect is reported in BlueZ's words")
+    func connectFails() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        rig.fake.failNext("Connect", with: "Failed", message: "le-connection-abort-by-remote")
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.connect(id: client.scanResults[0].id)
+        #expect(await eventually { if case .failed = client.connectionState { true } else { false } })
+        #expect(
+            client.connectionState
+                == .failed(.connectionFailed("Connecting failed: Failed (le-connection-abort-by-remote)")))
+        client.teardown()
+    }
+}
