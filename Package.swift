@@ -88,6 +88,7 @@ let package = Package(
             name: "XTalkCLI",
             dependencies: [
                 "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto", "XTalkChaos", "XTalkFakeBlueZ",
+                "XTalkDBus",
             ]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),

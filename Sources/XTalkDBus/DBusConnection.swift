@@ -97,9 +97,8 @@ package final class DBusConnection {
 
     private func start(leftover: [UInt8]) {
         io.start(leftover: leftover) { [weak self] batch in
-            DispatchQueue.main.async {
-                MainActor.assumeIsolated { self?.deliver(batch) }
-            }
+            // The read source runs on the main queue: the main actor's executor.
+            MainActor.assumeIsolated { self?.deliver(batch) }
         }
     }
 
@@ -245,8 +244,11 @@ package final class DBusConnection {
     package var callsWaiting: Int { waiting.count }
 }
 
-/// The socket: a read source on one queue, blocking writes on another (so a
-/// full socket in one direction never stalls the other).
+/// The socket. Reads: a dispatch read source on the main queue (the main
+/// actor's executor), so that bytes reach the connection without a thread
+/// hop. Writes: straight from the main actor without blocking; whatever the
+/// socket does not take at once goes, in order, to a queue that writes it
+/// blocking (so a full socket never stalls the main actor or the reads).
 private final class SocketIO: @unchecked Sendable {
     struct Failure: Error {
         let reason: String
@@ -259,13 +261,16 @@ private final class SocketIO: @unchecked Sendable {
     }
 
     private let fd: Int32
-    private let readQueue = DispatchQueue(label: "xtalk.dbus.read")
     private let writeQueue = DispatchQueue(label: "xtalk.dbus.write")
-    /// Confined to `readQueue`.
+    /// Confined to the main queue.
     private var framer = DBusMessageFramer()
     private var source: (any DispatchSourceRead)?
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
-    /// Set on the write queue once a write failed.
+    /// Under `lock`: bytes the socket did not take yet (the write queue owns
+    /// them while `draining`), and whether writing failed or the socket closed.
+    private let lock = NSLock()
+    private var unsent: [UInt8] = []
+    private var draining = false
     private var writeFailed = false
 
     private init(fd: Int32) { self.fd = fd }
@@ -374,27 +379,28 @@ private final class SocketIO: @unchecked Sendable {
         return true
     }
 
+    /// Starts reading (on the main queue); `deliver` runs there, once per read.
     func start(leftover: [UInt8], deliver: @escaping @Sendable (Batch) -> Void) {
-        readQueue.async { [self] in
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: .main)
+        source.setEventHandler { [self] in readAvailable(deliver: deliver) }
+        // The descriptor closes on the write queue, after every write queued
+        // before, and no write runs after it (its number may be reused).
+        source.setCancelHandler { [self] in
+            lock.withLock { writeFailed = true }
+            writeQueue.async { [self] in _ = SocketIO.systemClose(fd) }
+        }
+        self.source = source
+        DispatchQueue.main.async { [self] in
             if !leftover.isEmpty { process(leftover[...], deliver: deliver) }
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: readQueue)
-            source.setEventHandler { [self] in readAvailable(deliver: deliver) }
-            // The descriptor closes on the write queue, after every write queued
-            // before, and no write runs after it (its number may be reused).
-            source.setCancelHandler { [self] in
-                writeQueue.async { [self] in
-                    writeFailed = true
-                    _ = SocketIO.systemClose(fd)
-                }
-            }
-            self.source = source
             source.resume()
         }
     }
 
     private func readAvailable(deliver: @escaping @Sendable (Batch) -> Void) {
         let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if count < 0, errno == EINTR || errno == EAGAIN { return }
+        if count < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
         guard count > 0 else {
             source?.cancel()
             source = nil
@@ -415,17 +421,86 @@ private final class SocketIO: @unchecked Sendable {
         }
     }
 
+    /// Writes `bytes` after everything written before: at once when the
+    /// socket takes them, else (the rest) on the write queue.
     func write(_ bytes: [UInt8]) {
-        writeQueue.async { [self] in
-            guard !writeFailed else { return }
-            if !SocketIO.writeAll(fd, bytes) { writeFailed = true }
+        lock.lock()
+        defer { lock.unlock() }
+        guard !writeFailed else { return }
+        if draining || !unsent.isEmpty {
+            unsent += bytes
+            return
         }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + offset, raw.count - offset, SocketIO.sendFlags | Int32(MSG_DONTWAIT))
+            }
+            if written > 0 {
+                offset += written
+            } else if written < 0 && errno == EINTR {
+                continue
+            } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break
+            } else {
+                writeFailed = true
+                return
+            }
+        }
+        guard offset < bytes.count else { return }
+        unsent = Array(bytes[offset...])
+        draining = true
+        writeQueue.async { [self] in drain() }
+    }
+
+    /// On the write queue: writes what the socket did not take, waiting for room.
+    private func drain() {
+        while true {
+            let chunk: [UInt8]? = lock.withLock {
+                if writeFailed || unsent.isEmpty {
+                    draining = false
+                    return nil
+                }
+                defer { unsent.removeAll() }
+                return unsent
+            }
+            guard let chunk else { return }
+            var offset = 0
+            while offset < chunk.count {
+                var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&descriptor, 1, 1_000)
+                let written = chunk.withUnsafeBytes { raw in
+                    send(fd, raw.baseAddress! + offset, raw.count - offset, SocketIO.sendFlags | Int32(MSG_DONTWAIT))
+                }
+                if written > 0 {
+                    offset += written
+                } else if written < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+                    if lock.withLock({ writeFailed }) { return }
+                    continue
+                } else {
+                    lock.withLock {
+                        writeFailed = true
+                        draining = false
+                    }
+                    return
+                }
+            }
+        }
+    }
+
+    private static var sendFlags: Int32 {
+        #if canImport(Glibc)
+            Int32(MSG_NOSIGNAL)
+        #else
+            0
+        #endif
     }
 
     /// Wakes the read source with end-of-file; it closes the descriptor once.
     func shutDown() {
         _ = shutdownSocket(fd)
-        readQueue.async { [self] in
+        lock.withLock { writeFailed = true }
+        DispatchQueue.main.async { [self] in
             if let source {
                 source.cancel()
                 self.source = nil

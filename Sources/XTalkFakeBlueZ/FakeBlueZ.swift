@@ -37,6 +37,8 @@ package final class FakeBlueZ {
     /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
     package private(set) var callCounts: [String: Int] = [:]
     package private(set) var busName = ""
+    /// The addresses of the devices bluetoothd knows, in path order.
+    package var deviceAddresses: [String] { devices.values.map(\.address).sorted() }
 
     private let radio: any BleBackend
     private var address: String?
@@ -131,6 +133,25 @@ package final class FakeBlueZ {
             let peripheral = environment.peripheral(id: device.id)
         else { return }
         peripheral.disconnect(reason == "remote" ? .terminatedByDevice : .supervisionTimeout)
+    }
+
+    /// Sends `value` as `count` notifications of every subscribed
+    /// characteristic of the device at `address`, straight from bluetoothd
+    /// (not through the simulated link): for measuring a central's cost per
+    /// notification. Returns how many were sent.
+    @discardableResult
+    package func notify(address: String, value: Data, count: Int) -> Int {
+        guard let device = devices.values.first(where: { $0.address == address.uppercased() }) else { return 0 }
+        var sent = 0
+        for service in device.services {
+            for characteristic in service.characteristics where characteristic.notifying {
+                for _ in 0..<count {
+                    changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Value": .bytes(value)])
+                    sent += 1
+                }
+            }
+        }
+        return sent
     }
 
     // MARK: Radio events (the simulated central)
@@ -241,14 +262,7 @@ package final class FakeBlueZ {
                 interfacesAdded(
                     characteristic.path, ["org.bluez.GattCharacteristic1": characteristic.properties])
                 if let descriptor = characteristic.descriptorPath {
-                    interfacesAdded(
-                        descriptor,
-                        [
-                            "org.bluez.GattDescriptor1": [
-                                "UUID": .string("00002902-0000-1000-8000-00805f9b34fb"),
-                                "Characteristic": .objectPath(characteristic.path), "Value": .bytes(Data()),
-                            ]
-                        ])
+                    interfacesAdded(descriptor, ["org.bluez.GattDescriptor1": characteristic.descriptorProperties])
                 }
             }
         }
@@ -499,6 +513,13 @@ package final class FakeBlueZ {
             }
             setPowered(on)
             reply(to: call)
+        case "Notify":
+            guard call.body.count == 3, let address = call.body[0].stringValue, let value = call.body[1].bytesValue,
+                let count = call.body[2].integerValue, count >= 0
+            else {
+                return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "Notify(address, value, count)", to: call)
+            }
+            reply(to: call, [.uint32(UInt32(clamping: notify(address: address, value: value, count: Int(count))))])
         case "FailNext":
             guard call.body.count == 2, let method = call.body[0].stringValue, let error = call.body[1].stringValue
             else { return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "FailNext(method, error)", to: call) }
@@ -533,6 +554,10 @@ package final class FakeBlueZ {
                 objects[service.path] = ["org.bluez.GattService1": service.properties]
                 for characteristic in service.characteristics {
                     objects[characteristic.path] = ["org.bluez.GattCharacteristic1": characteristic.properties]
+                    // Descriptors are objects like the rest (GetManagedObjects, Get, GetAll, Introspect).
+                    if let descriptor = characteristic.descriptorPath {
+                        objects[descriptor] = ["org.bluez.GattDescriptor1": characteristic.descriptorProperties]
+                    }
                 }
             }
         }
@@ -757,6 +782,14 @@ final class FakeCharacteristic {
             "UUID": .string(info.uuid.uuidString.lowercased()), "Service": .objectPath(servicePath),
             "Value": .bytes(Data()), "Notifying": .boolean(notifying), "Flags": .stringArray(flags),
             "MTU": .uint16(UInt16(clamping: mtu)),
+        ]
+    }
+
+    /// The Client Characteristic Configuration descriptor of a notifying characteristic.
+    var descriptorProperties: [String: DBusValue] {
+        [
+            "UUID": .string("00002902-0000-1000-8000-00805f9b34fb"), "Characteristic": .objectPath(path),
+            "Value": .bytes(Data()),
         ]
     }
 }

@@ -26,6 +26,22 @@ struct BlueZClientTests {
         client.teardown()
     }
 
+    /// A device whose advertisement carries no address (no xTalk manufacturer
+    /// data): the address is the one BlueZ gives.
+    @Test("without an address in the advertisement, the scan result has BlueZ's address")
+    func addressFromBlueZ() async throws {
+        let rig = try await BlueZRig.start(devices: [BlueZRig.device(address: nil)])
+        defer { rig.stop() }
+        let client = rig.client()
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        let result = try #require(client.scanResults.first)
+        let expected = try #require(rig.fake.deviceAddresses.first)
+        #expect(result.address == expected)
+        #expect(result.address?.count == 17)
+        client.teardown()
+    }
+
     @Test("connect, AT commands, RF sends and radio frames, end to end through BlueZ's API")
     func endToEnd() async throws {
         let rig = try await BlueZRig.start()

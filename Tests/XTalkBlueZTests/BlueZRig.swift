@@ -27,7 +27,7 @@ final class BlueZRig {
     }
 
     /// An xTalk device with a fast link (7.5 ms connection interval), so that real-time tests are quick.
-    static func device(name: String = "xTalk-0001", address: String = "C0:FF:EE:00:00:01") -> XTalkSimulatedDevice {
+    static func device(name: String = "xTalk-0001", address: String? = "C0:FF:EE:00:00:01") -> XTalkSimulatedDevice {
         var device = XTalkSimulatedDevice(name: name, address: address)
         device.link.connectionInterval = .milliseconds(7.5)
         device.advertisingInterval = .milliseconds(20)

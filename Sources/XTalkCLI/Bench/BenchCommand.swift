@@ -48,12 +48,12 @@ struct BenchRow {
 }
 
 enum BenchCommand {
-    static let groups = ["link", "pipeline", "transactions", "auth", "memory", "scale"]
+    static let groups = ["link", "pipeline", "transactions", "auth", "memory", "scale", "bluez"]
 
     static let quick = OptionSpec.flag(
         "quick", help: "Small sizes (seconds instead of minutes); for tests and a first look.")
     static let only = OptionSpec.string(
-        "only", value: "ROWS", help: "Comma-separated rows to run: link,pipeline,transactions,auth,memory,scale.")
+        "only", value: "ROWS", help: "Comma-separated rows to run: link,pipeline,transactions,auth,memory,scale,bluez.")
     static let deterministic = OptionSpec.flag(
         "deterministic", help: "Only the rows measured in virtual time (the same on every machine): what CI gates.")
 
@@ -86,7 +86,8 @@ enum BenchCommand {
         if let unknown = only.subtracting(groups).first {
             throw CLIError(
                 .usage,
-                "invalid value '\(unknown)' for --only: expected link, pipeline, transactions, auth, memory or scale")
+                "invalid value '\(unknown)' for --only: expected "
+                    + "link, pipeline, transactions, auth, memory, scale or bluez")
         }
         var rows: [BenchRow] = []
         @MainActor func add(_ new: [BenchRow]) {
@@ -108,6 +109,7 @@ enum BenchCommand {
         if only.contains("auth") { add(try await AuthRow.rows(quick: quick, deterministicOnly: deterministic)) }
         if only.contains("memory") && !deterministic { add(try await MemoryRow.rows(quick: quick)) }
         if only.contains("scale") && !deterministic { add(try await ScaleRow.rows(quick: quick)) }
+        if only.contains("bluez") && !deterministic { add(try await BlueZRow.rows(quick: quick)) }
         let counted = rows.filter { $0.verdict != .info }.count
         let failed = rows.filter { $0.verdict == .fail }.count
         let info = rows.count - counted

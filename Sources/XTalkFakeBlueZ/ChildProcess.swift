@@ -1,0 +1,149 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A child process for tests, benchmarks and tools: its stdout on a pipe we
+/// read with bounded waits, stderr to /dev/null, an empty signal mask and
+/// default signal actions whatever thread starts it.
+///
+/// Spawned with `posix_spawn`, not Foundation's `Process`: a child started by
+/// `Process` from a test thread inherited a signal mask that blocks SIGTERM,
+/// and `waitUntilExit()` runs a nested run loop on the caller's thread (the
+/// main actor's, in tests), which wedged a whole test run. Stopped with
+/// SIGKILL; `stop()` reaps it.
+package final class ChildProcess: @unchecked Sendable {
+    package struct Failure: Error, CustomStringConvertible {
+        package let description: String
+    }
+
+    package let pid: pid_t
+    private let output: Int32
+    private let lock = NSLock()
+    private var pending: [UInt8] = []
+    private var reaped = false
+    private var status: Int32 = 0
+
+    /// Starts `path arguments`; `environment` replaces the child's environment (default: ours).
+    package init(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        var pipeFDs: [Int32] = [0, 0]
+        guard pipe(&pipeFDs) == 0 else { throw Failure(description: "pipe() failed") }
+        for descriptor in pipeFDs { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { variables in
+            variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        }
+        defer { for pointer in envp ?? [] { free(pointer) } }
+        var pid: pid_t = 0
+        let result =
+            if let envp { posix_spawn(&pid, path, &actions, &attributes, argv, envp) } else {
+                posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+            }
+        close(pipeFDs[1])
+        guard result == 0 else {
+            close(pipeFDs[0])
+            throw Failure(description: "could not start \(path): \(String(cString: strerror(result)))")
+        }
+        self.pid = pid
+        output = pipeFDs[0]
+    }
+
+    /// The next line of the child's stdout (without its newline), or nil at
+    /// end of output or when `timeout` passes first.
+    package func readLine(timeout: Duration) -> String? {
+        let deadline = ContinuousClock.now + timeout
+        return lock.withLock {
+            while true {
+                if let newline = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self)
+                    pending.removeFirst(newline + 1)
+                    return line
+                }
+                guard readMore(until: deadline) else { return nil }
+            }
+        }
+    }
+
+    /// Everything the child writes to stdout until it closes it, bounded by `timeout`.
+    package func readToEnd(timeout: Duration) -> String {
+        let deadline = ContinuousClock.now + timeout
+        return lock.withLock {
+            while readMore(until: deadline) {}
+            defer { pending.removeAll() }
+            return String(decoding: pending, as: UTF8.self)
+        }
+    }
+
+    /// Reads what is available (waiting until `deadline`); false at end of output or deadline.
+    private func readMore(until deadline: ContinuousClock.Instant) -> Bool {
+        while ContinuousClock.now < deadline {
+            var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, 20)
+            if ready < 0 && errno != EINTR { return false }
+            guard ready > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 4_096)
+            let count = read(output, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            pending += chunk[0..<count]
+            return true
+        }
+        return false
+    }
+
+    /// Waits (bounded) for the child to exit on its own; its exit status, or nil if it is still running.
+    package func wait(timeout: Duration) -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let status = reap(blocking: false) { return status }
+            usleep(2_000)
+        }
+        return nil
+    }
+
+    /// Sends SIGINT (Ctrl-C) to the child.
+    package func interrupt() {
+        lock.withLock { if !reaped { kill(pid, SIGINT) } }
+    }
+
+    /// Kills the child (SIGKILL) unless it has exited, reaps it and closes the pipe. Idempotent.
+    package func stop() {
+        if lock.withLock({ !reaped }) { kill(pid, SIGKILL) }
+        _ = reap(blocking: true)
+    }
+
+    private func reap(blocking: Bool) -> Int32? {
+        lock.withLock {
+            if reaped { return status }
+            var raw: Int32 = 0
+            var result: pid_t
+            repeat { result = waitpid(pid, &raw, blocking ? 0 : WNOHANG) } while result < 0 && errno == EINTR
+            guard result == pid else { return nil }
+            reaped = true
+            close(output)
+            // WIFEXITED / WEXITSTATUS, spelled out (the macros are not imported).
+            status = raw & 0x7F == 0 ? (raw >> 8) & 0xFF : 128 + (raw & 0x7F)
+            return status
+        }
+    }
+
+    deinit { stop() }
+}
