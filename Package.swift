@@ -114,7 +114,7 @@ let package = Package(
         .testTarget(
             name: "XTalkBlueZTests",
             dependencies: [
-                "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkFakeBlueZ", "XTalkDBus",
+                "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkFakeBlueZ", "XTalkDBus", "xtalk",
             ]
         ),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),

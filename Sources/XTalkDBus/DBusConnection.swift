@@ -53,7 +53,11 @@ package final class DBusConnection {
 
     private let io: SocketIO
     private var nextSerial: UInt32 = 0
-    private var pending: [UInt32: (handler: ReplyHandler, timer: DispatchWorkItem)] = [:]
+    private var pending: [UInt32: (handler: ReplyHandler, deadline: ContinuousClock.Instant, timeout: Duration)] = [:]
+    /// One timer for every call's deadline, armed for the earliest: arming a
+    /// dispatch timer per call would wake libdispatch's timer thread each time.
+    private var deadlineTimer: (any DispatchSourceTimer)?
+    private var timerDeadline: ContinuousClock.Instant?
     private var waiting: [(message: DBusMessage, timeout: Duration, handler: ReplyHandler)] = []
     /// Count of calls sent; messages sent (any kind). For tests and benchmarks.
     package private(set) var messagesSent = 0
@@ -123,22 +127,43 @@ package final class DBusConnection {
     private func dispatch(_ call: DBusMessage, timeout: Duration, reply: @escaping ReplyHandler) {
         var message = call
         message.serial = takeSerial()
-        let serial = message.serial
-        let timer = DispatchWorkItem { [weak self] in
-            MainActor.assumeIsolated {
-                guard let self, let entry = self.pending.removeValue(forKey: serial) else { return }
-                entry.handler(
-                    .failure(
-                        DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: "no reply within \(timeout)")))
-                self.sendWaiting()
-            }
-        }
-        pending[serial] = (reply, timer)
-        let (seconds, attoseconds) = timeout.components
-        DispatchQueue.main.asyncAfter(
-            deadline: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)),
-            execute: timer)
+        let deadline = ContinuousClock.now + timeout
+        pending[message.serial] = (reply, deadline, timeout)
+        // The timer stays armed for an earlier deadline (calls mostly share one timeout).
+        if timerDeadline.map({ deadline < $0 }) ?? true { armTimer(for: deadline) }
         write(message)
+    }
+
+    private func armTimer(for deadline: ContinuousClock.Instant) {
+        timerDeadline = deadline
+        let timer: any DispatchSourceTimer
+        if let deadlineTimer {
+            timer = deadlineTimer
+        } else {
+            timer = DispatchSource.makeTimerSource(queue: .main)
+            timer.setEventHandler { [weak self] in MainActor.assumeIsolated { self?.expireCalls() } }
+            timer.activate()
+            deadlineTimer = timer
+        }
+        let (seconds, attoseconds) = max(.zero, deadline - ContinuousClock.now).components
+        timer.schedule(
+            deadline: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)),
+            repeating: .never, leeway: .milliseconds(1))
+    }
+
+    /// Fails the calls whose deadline passed; re-arms for the next one.
+    private func expireCalls() {
+        timerDeadline = nil
+        let now = ContinuousClock.now
+        let expired = pending.filter { $0.value.deadline <= now }.sorted { $0.key < $1.key }
+        for (serial, entry) in expired {
+            pending[serial] = nil
+            entry.handler(
+                .failure(
+                    DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: "no reply within \(entry.timeout)")))
+        }
+        if let next = pending.values.map(\.deadline).min() { armTimer(for: next) }
+        if !expired.isEmpty { sendWaiting() }
     }
 
     /// Sends a message that expects no reply (a signal, a method return, an error).
@@ -162,7 +187,6 @@ package final class DBusConnection {
         } catch {
             // Our own message cannot be encoded: a programming error in a caller, reported as the call's failure.
             if message.kind == .methodCall, let entry = pending.removeValue(forKey: message.serial) {
-                entry.timer.cancel()
                 later {
                     entry.handler(
                         .failure(DBusError(name: "org.freedesktop.DBus.Error.InvalidArgs", message: "\(error)")))
@@ -184,7 +208,8 @@ package final class DBusConnection {
         isClosed = true
         io.shutDown()
         let failed = pending.values.map(\.handler) + waiting.map(\.handler)
-        for entry in pending.values { entry.timer.cancel() }
+        deadlineTimer?.cancel()
+        deadlineTimer = nil
         pending.removeAll()
         waiting.removeAll()
         let onClose = self.onClose
@@ -208,7 +233,6 @@ package final class DBusConnection {
                 guard let serial = message.replySerial, let entry = pending.removeValue(forKey: serial) else {
                     continue
                 }
-                entry.timer.cancel()
                 if message.kind == .error {
                     entry.handler(
                         .failure(DBusError(name: message.errorName ?? "unknown", message: message.errorText ?? "")))

@@ -60,10 +60,15 @@ package struct DBusEncoder {
             let lengthAt = bytes.count - 4
             pad(to: DBusEncoder.alignment(of: elementSignature))
             let start = bytes.count
+            let code = elementSignature.utf8.first
             for element in elements {
-                guard element.signature == elementSignature else {
+                // The element's kind, cheaply (a full signature costs allocations per element); the
+                // whole signature in debug builds.
+                guard element.firstTypeCode == code else {
                     throw DBusWireError("an array of \(elementSignature) holds a \(element.signature)")
                 }
+                assert(
+                    element.signature == elementSignature, "an array of \(elementSignature) holds \(element.signature)")
                 try append(element)
             }
             let length = UInt32(bytes.count - start)
@@ -134,10 +139,18 @@ package struct DBusDecoder {
     }
 
     package mutating func readInteger<T: FixedWidthInteger>(_: T.Type) throws(DBusWireError) -> T {
-        try skipPadding(to: MemoryLayout<T>.size)
-        let slice = try take(MemoryLayout<T>.size)
+        let size = MemoryLayout<T>.size
+        try skipPadding(to: size)
+        guard offset <= bytes.count - size else { throw DBusWireError("the data ends inside a value") }
         var value: T = 0
-        for byte in littleEndian ? slice.reversed() : Array(slice) { value = value << 8 | T(byte) }
+        if littleEndian {
+            for index in stride(from: offset + size - 1, through: offset, by: -1) {
+                value = value << 8 | T(bytes[index])
+            }
+        } else {
+            for index in offset..<offset + size { value = value << 8 | T(bytes[index]) }
+        }
+        offset += size
         return value
     }
 
@@ -214,11 +227,15 @@ package struct DBusDecoder {
             return .dictEntry(key, value)
         case UInt8(ascii: "("):
             try skipPadding(to: 8)
-            guard let fields = DBusSignature.completeTypes(String(type.dropFirst().dropLast())) else {
-                throw DBusWireError("invalid struct signature \(type)")
-            }
             var values: [DBusValue] = []
-            for field in fields { values.append(try read(type: Substring(field), depth: depth + 1)) }
+            var rest = type.dropFirst().dropLast()
+            while !rest.isEmpty {
+                guard let length = DBusSignature.lengthOfFirstCompleteType(rest) else {
+                    throw DBusWireError("invalid struct signature \(type)")
+                }
+                values.append(try read(type: rest.prefix(length), depth: depth + 1))
+                rest = rest.dropFirst(length)
+            }
             return .structure(values)
         default:
             throw DBusWireError("unknown type code \(type.prefix(1))")

@@ -30,6 +30,29 @@ package indirect enum DBusValue: Sendable, Hashable {
     case structure([DBusValue])
     case variant(DBusValue)
 
+    /// The first code of the value's signature.
+    package var firstTypeCode: UInt8? {
+        switch self {
+        case .byte: UInt8(ascii: "y")
+        case .boolean: UInt8(ascii: "b")
+        case .int16: UInt8(ascii: "n")
+        case .uint16: UInt8(ascii: "q")
+        case .int32: UInt8(ascii: "i")
+        case .uint32: UInt8(ascii: "u")
+        case .int64: UInt8(ascii: "x")
+        case .uint64: UInt8(ascii: "t")
+        case .double: UInt8(ascii: "d")
+        case .string: UInt8(ascii: "s")
+        case .objectPath: UInt8(ascii: "o")
+        case .signature: UInt8(ascii: "g")
+        case .unixFD: UInt8(ascii: "h")
+        case .bytes, .array: UInt8(ascii: "a")
+        case .dictEntry: UInt8(ascii: "{")
+        case .structure: UInt8(ascii: "(")
+        case .variant: UInt8(ascii: "v")
+        }
+    }
+
     /// The value's complete signature.
     package var signature: String {
         switch self {
@@ -160,6 +183,12 @@ package enum DBusSignature {
             index = end
         }
         return types
+    }
+
+    /// The length (in UTF-8 code units) of the complete type `signature` starts with, or nil.
+    package static func lengthOfFirstCompleteType(_ signature: Substring) -> Int? {
+        let bytes = Array(signature.utf8.prefix(maximumLength))
+        return endOfCompleteType(bytes, from: 0, arrays: 0, structs: 0)
     }
 
     /// Whether `signature` is exactly one complete type.

@@ -124,6 +124,14 @@ package final class ChildProcess: @unchecked Sendable {
         lock.withLock { if !reaped { kill(pid, SIGINT) } }
     }
 
+    /// Interrupts the child (SIGINT, so that it stops what it started, e.g. its
+    /// dbus-daemon), waits up to `grace` for it to exit, then `stop()`s it.
+    package func stopGracefully(grace: Duration = .seconds(5)) {
+        interrupt()
+        _ = wait(timeout: grace)
+        stop()
+    }
+
     /// Kills the child (SIGKILL) unless it has exited, reaps it and closes the pipe. Idempotent.
     package func stop() {
         if lock.withLock({ !reaped }) { kill(pid, SIGKILL) }

@@ -10,10 +10,12 @@ import XTalkSimulator
 /// that the simulator gives the SDK, reached over real D-Bus.
 ///
 /// One adapter, hci0. Devices appear while discovering (`InterfacesAdded`
-/// from "/"), RSSI changes with each advertisement; `Connect` brings the link
-/// up (`Connected`, the GATT objects, `ServicesResolved`, then the reply);
-/// a link ends with `ServicesResolved=false`, `Disconnected(reason, message)`,
-/// `Connected=false`. Errors are `org.bluez.Error.*`.
+/// from "/"), RSSI changes with each advertisement and goes when discovery
+/// stops; `Connect` brings the link up (`Connected` and the reply, the GATT
+/// objects, `ServicesResolved`); a link ends with `ServicesResolved=false`,
+/// `Disconnected(reason, message)`, `Connected=false`, and the GATT objects
+/// stay (BlueZ's default `Cache = always`), answering "Not connected". Errors
+/// are `org.bluez.Error.*`.
 ///
 /// Fault knobs: link loss with each reason (`loseLink`), the adapter off
 /// (`setPowered`), bluetoothd gone and back (`stop`/`restart`), any method
@@ -161,9 +163,13 @@ package final class FakeBlueZ {
         case .discovered(let id, let advertisement, let rssi):
             discovered(id, advertisement, rssi)
         case .connected(let id):
-            guard let device = devices[id], device.connectCall != nil else { return }
+            guard let device = devices[id], let call = device.connectCall else { return }
             device.connected = true
             changed(device.path, "org.bluez.Device1", ["Connected": .boolean(true)])
+            // BlueZ answers an LE Connect once the ATT channel is up, before it
+            // resolves the services (src/device.c, att_connect_cb).
+            device.connectCall = nil
+            reply(to: call)
             radio.discoverServices(nil, for: id)
         case .servicesDiscovered(let id, let services, _):
             guard let device = devices[id] else { return }
@@ -182,9 +188,9 @@ package final class FakeBlueZ {
             guard let device = devices[id] else { return }
             let (reason, message) =
                 switch error?.code {
-                case .connectionTimeout?: ("org.bluez.Reason.Timeout", "Connection timed out")
+                case .connectionTimeout?: ("org.bluez.Reason.Timeout", "Connection timeout")
                 case .peripheralDisconnected?: ("org.bluez.Reason.Remote", "Connection terminated by remote user")
-                default: ("org.bluez.Reason.Unknown", error?.message ?? "Unknown reason")
+                default: ("org.bluez.Reason.Unknown", "Unspecified")
                 }
             linkEnded(device, reason: reason, message: message)
         case .notificationStateUpdated(let id, let reference, let isNotifying, let error):
@@ -253,30 +259,46 @@ package final class FakeBlueZ {
             .joined(separator: ":")
     }
 
+    /// The GATT objects (those not exported yet: BlueZ keeps a device's
+    /// objects across links, its default `Cache = always`), then ServicesResolved.
     private func servicesResolved(_ device: FakeDevice) {
         guard device.connected, !device.resolved else { return }
         device.buildGatt(mtu: radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
         for service in device.services {
-            interfacesAdded(service.path, ["org.bluez.GattService1": service.properties])
+            exportOnce(device, service.path, ["org.bluez.GattService1": service.properties])
             for characteristic in service.characteristics {
-                interfacesAdded(
-                    characteristic.path, ["org.bluez.GattCharacteristic1": characteristic.properties])
+                exportOnce(device, characteristic.path, ["org.bluez.GattCharacteristic1": characteristic.properties])
                 if let descriptor = characteristic.descriptorPath {
-                    interfacesAdded(descriptor, ["org.bluez.GattDescriptor1": characteristic.descriptorProperties])
+                    exportOnce(device, descriptor, ["org.bluez.GattDescriptor1": characteristic.descriptorProperties])
                 }
             }
         }
         guard !holdsServicesResolved else { return }
         device.resolved = true
         changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(true)])
-        if let call = device.connectCall {
-            device.connectCall = nil
-            reply(to: call)
+    }
+
+    private func exportOnce(_ device: FakeDevice, _ path: String, _ interfaces: [String: [String: DBusValue]]) {
+        guard device.exported.insert(path).inserted else { return }
+        interfacesAdded(path, interfaces)
+    }
+
+    /// The device's GATT objects go (RemoveDevice, or the fake stopping).
+    private func unexportGatt(_ device: FakeDevice) {
+        for path in device.exported.sorted(by: >) {
+            let interface =
+                path.contains("/desc")
+                ? "org.bluez.GattDescriptor1"
+                : path.contains("/char") ? "org.bluez.GattCharacteristic1" : "org.bluez.GattService1"
+            interfacesRemoved(path, [interface])
         }
+        device.exported.removeAll()
+        device.services = []
     }
 
     /// BlueZ's order when a link ends: ServicesResolved=false, Disconnected,
-    /// Connected=false; the GATT objects of an unbonded device go.
+    /// Connected=false. The GATT objects stay (`Cache = always`, BlueZ's
+    /// default) and answer "Not connected" until the next link resolves them.
     private func linkEnded(_ device: FakeDevice, reason: String, message: String) {
         let wasConnected = device.connected
         let pendingCalls = device.services.flatMap { service in
@@ -291,13 +313,10 @@ package final class FakeBlueZ {
             changed(device.path, "org.bluez.Device1", ["Connected": .boolean(false)])
         }
         for service in device.services {
-            for characteristic in service.characteristics {
-                if let descriptor = characteristic.descriptorPath {
-                    interfacesRemoved(descriptor, ["org.bluez.GattDescriptor1"])
-                }
-                interfacesRemoved(characteristic.path, ["org.bluez.GattCharacteristic1"])
+            for characteristic in service.characteristics where characteristic.notifying {
+                characteristic.notifying = false
+                changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Notifying": .boolean(false)])
             }
-            interfacesRemoved(service.path, ["org.bluez.GattService1"])
         }
         for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Not connected", to: call) }
         if let call = device.connectCall {
@@ -351,6 +370,8 @@ package final class FakeBlueZ {
                 return reply(error: "org.freedesktop.DBus.Error.UnknownObject", "no such characteristic", to: call)
             }
             characteristicCall(call, member, device, characteristic)
+        case ("org.bluez.GattDescriptor1", _):
+            descriptorCall(call, member, path)
         case (FakeBlueZ.controlInterface, _) where path == Self.controlPath:
             controlCall(call, member)
         default:
@@ -379,6 +400,14 @@ package final class FakeBlueZ {
             radio.stopScan()
             reply(to: call)
             changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+            // BlueZ forgets the last RSSI when discovery stops (it is no longer current).
+            for device in devices.values where device.rssi != nil && !device.connected {
+                device.rssi = nil
+                emit(
+                    .signal(
+                        path: device.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                        body: [.string("org.bluez.Device1"), .propertyMap([:]), .stringArray(["RSSI"])]))
+            }
         case "RemoveDevice":
             guard let path = call.body.first?.stringValue,
                 let device = devices.values.first(where: { $0.path == path })
@@ -387,6 +416,7 @@ package final class FakeBlueZ {
                 radio.cancelPeripheralConnection(device.id)
                 linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
             }
+            unexportGatt(device)
             devices[device.id] = nil
             interfacesRemoved(device.path, ["org.bluez.Device1"])
             reply(to: call)
@@ -405,7 +435,7 @@ package final class FakeBlueZ {
             if device.connectCall != nil {
                 return reply(error: "org.bluez.Error.InProgress", "In Progress", to: call)
             }
-            if device.connected && device.resolved { return reply(to: call) }
+            if device.connected { return reply(to: call) }
             device.connectCall = call
             radio.connect(device.id)
         case "Disconnect":
@@ -481,6 +511,25 @@ package final class FakeBlueZ {
             reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
         default:
             reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    /// The CCCD descriptors: readable (its value follows the notify session);
+    /// BlueZ refuses writes to it (StartNotify is the way).
+    private func descriptorCall(_ call: DBusMessage, _ member: String, _ path: String) {
+        let owner = devices.values.lazy.flatMap { device in
+            device.services.flatMap { $0.characteristics }.map { (device, $0) }
+        }.first { $0.1.descriptorPath == path }
+        guard let (device, characteristic) = owner else {
+            return reply(error: "org.freedesktop.DBus.Error.UnknownObject", "no such descriptor", to: call)
+        }
+        guard device.connected, device.resolved else {
+            return reply(error: "org.bluez.Error.Failed", "Not connected", to: call)
+        }
+        switch member {
+        case "ReadValue": reply(to: call, [.bytes(Data([characteristic.notifying ? 1 : 0, 0]))])
+        case "WriteValue": reply(error: "org.bluez.Error.NotPermitted", "Write not permitted", to: call)
+        default: reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
         }
     }
 
@@ -648,13 +697,16 @@ final class FakeDevice {
     let id: UUID
     let address: String
     let advertisement: BleAdvertisement
-    var rssi: Int
+    /// The last advertisement's RSSI while discovering (nil: not current).
+    var rssi: Int?
     var connected = false
     var resolved = false
     var connectCall: DBusMessage?
     var servicesToDiscover: [BleUUID] = []
     var discovered: [(service: BleUUID, characteristics: [BleCharacteristicInfo])] = []
     var services: [FakeService] = []
+    /// GATT object paths exported (they outlive the link, as BlueZ's cache keeps them).
+    var exported: Set<String> = []
 
     init(id: UUID, address: String, advertisement: BleAdvertisement, rssi: Int) {
         self.id = id
@@ -670,12 +722,13 @@ final class FakeDevice {
             "Address": .string(address), "AddressType": .string("public"),
             "Alias": .string(advertisement.localName ?? address.replacingOccurrences(of: ":", with: "-")),
             "Paired": .boolean(false), "Bonded": .boolean(false), "Trusted": .boolean(false),
-            "Blocked": .boolean(false), "LegacyPairing": .boolean(false), "RSSI": .int16(Int16(clamping: rssi)),
+            "Blocked": .boolean(false), "LegacyPairing": .boolean(false),
             "Connected": .boolean(connected), "ServicesResolved": .boolean(resolved),
             "UUIDs": .stringArray(advertisement.serviceUUIDs.map { $0.uuidString.lowercased() }),
             "Adapter": .objectPath(FakeBlueZ.adapterPath),
         ]
         if let name = advertisement.localName { properties["Name"] = .string(name) }
+        if let rssi { properties["RSSI"] = .int16(Int16(clamping: rssi)) }
         if let data = advertisement.manufacturerData, data.count >= 2 {
             let company = UInt16(data[data.startIndex]) | UInt16(data[data.startIndex + 1]) << 8
             properties["ManufacturerData"] = .array(
@@ -707,19 +760,32 @@ final class FakeDevice {
         }
     }
 
+    /// The attribute handle a GATT object's path ends with (serviceXXXX, charXXXX, descXXXX).
+    static func handle(of path: String) -> UInt16 {
+        UInt16(path.suffix(4), radix: 16) ?? 0
+    }
+
     func characteristic(_ reference: BleCharacteristicRef) -> FakeCharacteristic? {
         services.first { $0.uuid == reference.service }?.characteristics.first {
             $0.info.uuid == reference.characteristic
         }
     }
 
+    /// The link ended: the GATT objects stay (cached), their calls and sessions go.
     func reset() {
         connected = false
         resolved = false
         connectCall = nil
         servicesToDiscover = []
         discovered = []
-        services = []
+        for service in services {
+            for characteristic in service.characteristics {
+                characteristic.readCalls = []
+                characteristic.writeCalls = []
+                characteristic.notifyCalls = []
+                characteristic.commands = []
+            }
+        }
     }
 }
 
@@ -741,6 +807,7 @@ final class FakeService {
         [
             "UUID": .string(uuid.uuidString.lowercased()), "Device": .objectPath(devicePath),
             "Primary": .boolean(true), "Includes": .array(elementSignature: "o", []),
+            "Handle": .uint16(FakeDevice.handle(of: path)),
         ]
     }
 }
@@ -778,18 +845,21 @@ final class FakeCharacteristic {
         if info.properties.contains(.write) { flags.append("write") }
         if info.properties.contains(.notify) { flags.append("notify") }
         if info.properties.contains(.indicate) { flags.append("indicate") }
-        return [
+        var properties: [String: DBusValue] = [
             "UUID": .string(info.uuid.uuidString.lowercased()), "Service": .objectPath(servicePath),
-            "Value": .bytes(Data()), "Notifying": .boolean(notifying), "Flags": .stringArray(flags),
-            "MTU": .uint16(UInt16(clamping: mtu)),
+            "Value": .bytes(Data()), "Flags": .stringArray(flags), "MTU": .uint16(UInt16(clamping: mtu)),
+            "Handle": .uint16(FakeDevice.handle(of: path)),
         ]
+        // Only a characteristic that can notify has Notifying (BlueZ's property exists-callback).
+        if descriptorPath != nil { properties["Notifying"] = .boolean(notifying) }
+        return properties
     }
 
     /// The Client Characteristic Configuration descriptor of a notifying characteristic.
     var descriptorProperties: [String: DBusValue] {
         [
             "UUID": .string("00002902-0000-1000-8000-00805f9b34fb"), "Characteristic": .objectPath(path),
-            "Value": .bytes(Data()),
+            "Value": .bytes(Data()), "Handle": .uint16(FakeDevice.handle(of: descriptorPath ?? path)),
         ]
     }
 }

@@ -35,15 +35,16 @@ package final class PrivateBus: @unchecked Sendable {
         return nil
     }
 
-    /// Starts a daemon and waits (at most `timeout`) until it listens.
-    package init(timeout: Duration = .seconds(10)) throws {
+    /// Starts a daemon and waits (at most `timeout`) until it listens, on
+    /// `socketPath` if given (its directory must exist), else in a directory of its own.
+    package init(socketPath: String? = nil, timeout: Duration = .seconds(10)) throws {
         guard let executable = PrivateBus.daemonPath() else {
             throw Unavailable(description: "dbus-daemon is not installed (Debian: apt-get install dbus-daemon)")
         }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "xtalk-bus-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let socket = directory.appendingPathComponent("bus").path
+        let socket = socketPath ?? directory.appendingPathComponent("bus").path
         let config = directory.appendingPathComponent("bus.conf")
         // A session-type bus: anyone may own any name and talk to anyone (the
         // real system bus restricts org.bluez to root; the fake runs as us).

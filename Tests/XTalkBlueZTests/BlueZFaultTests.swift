@@ -148,6 +148,35 @@ struct BlueZFaultTests {
         client.teardown()
     }
 
+    /// The gateway booted before dbus (or dbus restarted): once the bus is
+    /// there, the client finds BlueZ by itself and a retried scan works.
+    @Test("a system bus that appears later: unavailable with a reason, then usable without a new client")
+    func busAppearsLater() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xtalk-later-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socket = directory.appendingPathComponent("bus").path
+        let client = PlatformBackend.$override.withValue({
+            BlueZBackend(
+                scheduler: ClockTimerScheduler(clock: ContinuousClock()),
+                environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(socket)"])
+        }) { XTalkBleClient() }
+        client.startScan()
+        #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
+        #expect(client.bluetoothUnavailableReason?.contains("no D-Bus system bus") == true)
+        let bus = try PrivateBus(socketPath: socket)
+        defer { bus.stop() }
+        let environment = XTalkSimulatedEnvironment(devices: [BlueZRig.device()])
+        defer { environment.shutDown() }
+        let fake = FakeBlueZ(environment: environment)
+        try await fake.start(busAddress: bus.address)
+        defer { fake.stop() }
+        #expect(await eventually(within: .seconds(15)) { client.bluetoothUnavailableReason == nil })
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.teardown()
+    }
+
     @Test("no bluetoothd on the bus: scanning fails with a reason that says so")
     func noBluetoothd() async throws {
         let rig = try await BlueZRig.start()
@@ -157,6 +186,36 @@ struct BlueZFaultTests {
         client.startScan()
         #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
         #expect(client.bluetoothUnavailableReason == "BlueZ (bluetoothd) is not running on the system bus")
+        client.teardown()
+    }
+
+    /// BlueZ's D-Bus policy lets only root and the bluetooth group talk to it;
+    /// anyone else gets AccessDenied.
+    @Test("a user the system bus does not let talk to BlueZ: .failed(.permissionDenied) with the fix in words")
+    func accessDenied() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.failNext(
+            "GetManagedObjects", with: "org.freedesktop.DBus.Error.AccessDenied",
+            message: "Rejected send message")
+        let client = rig.client()
+        client.startScan()
+        #expect(await eventually { client.connectionState == .failed(.permissionDenied) })
+        #expect(client.bluetoothUnavailableReason?.contains("add it to the bluetooth group") == true)
+        client.teardown()
+    }
+
+    @Test("BlueZ refusing to start discovery is .scanFailed in BlueZ's words; a retry scans")
+    func discoveryRefused() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        rig.fake.failNext("StartDiscovery", with: "NotReady", message: "Resource Not Ready")
+        client.startScan()
+        #expect(await eventually { if case .failed = client.connectionState { true } else { false } })
+        #expect(client.connectionState == .failed(.scanFailed("StartDiscovery failed: NotReady (Resource Not Ready)")))
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
         client.teardown()
     }
 

@@ -65,6 +65,30 @@ struct BinaryTests {
         child.expectCleanStderr()
     }
 
+    /// The BlueZ rows need the fake BlueZ in another process: the binary runs
+    /// them. Their figures depend on the build (CI gates them in a release
+    /// build); here, every row is produced, with a verdict.
+    @Test(
+        "xtalk bench --only bluez: the fake BlueZ in a child process, CPU per notification and the round trip",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon"), "needs dbus-daemon"))
+    func bluezRows() throws {
+        let child = try XtalkChild(["bench", "--only", "bluez", "--quick", "--json"])
+        child.waitForExit(within: 120)
+        let rows = child.stdout.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }.filter { $0["type"] as? String == "bench" }
+        let figures = rows.compactMap { $0["figure"] as? String }
+        #expect(figures.contains("17. BlueZ backend: CPU per received notification (one +DI: line each)"), "\(figures)")
+        #expect(
+            figures.contains { $0.hasPrefix("17. BlueZ backend: AT+PING round trip") },
+            "\(child.stdout)\n\(child.stderr)")
+        for row in rows where row["result"] as? String != "info" {
+            #expect(row["passed"] is Bool, "\(row)")
+        }
+        #expect(child.terminationStatus == 0 || child.terminationStatus == 1, "\(child.stderr)")
+        child.expectCleanStderr()
+    }
+
     @Test("Ctrl-C ends xtalk listen cleanly with exit 0")
     func interruptListen() throws {
         let child = try XtalkChild(["listen", "--traffic", "20"])

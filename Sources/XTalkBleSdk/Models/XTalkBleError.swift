@@ -7,16 +7,19 @@ import Foundation
 /// Cases that carry a `String` name the problem in one sentence. Each case
 /// says below when this SDK produces it; three cases of the API reference are
 /// never produced by this version (`.deviceMismatch`, `.malformedResponse`,
-/// `.deviceControlFailed`), and `.scanFailed` never on Apple platforms.
+/// `.deviceControlFailed`), and `.scanFailed` never on Apple platforms (BlueZ, on Linux, can report it).
 public enum XTalkBleError: Error, Equatable, Hashable, Sendable {
     /// Bluetooth is powered off, resetting or not supported on this device.
+    /// On Linux also: no D-Bus system bus, bluetoothd not running, or no
+    /// adapter; `XTalkBleClient.bluetoothUnavailableReason` says which.
     case bluetoothUnavailable
     /// The user (or a policy) denied Bluetooth access to the app.
     case permissionDenied
     /// Scanning could not start or stopped with an error. Never on iOS or
     /// macOS (CoreBluetooth reports no scan failure; an unusable radio is
-    /// `.bluetoothUnavailable` or `.permissionDenied`); the simulator produces
-    /// it on request (`XTalkSimulatedEnvironment.scanFailure`).
+    /// `.bluetoothUnavailable` or `.permissionDenied`). On Linux, when BlueZ
+    /// refuses to start discovery (the reason is BlueZ's, in words); the
+    /// simulator produces it on request (`XTalkSimulatedEnvironment.scanFailure`).
     case scanFailed(String)
     /// `connect(id:)` named an identifier that is not in the current scan results.
     case deviceNotFound(UUID)

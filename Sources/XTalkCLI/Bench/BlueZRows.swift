@@ -4,7 +4,8 @@ import XTalkDBus
 import XTalkFakeBlueZ
 
 /// The Linux backend's rows (issue 17): the fake BlueZ runs in another
-/// process (`xtalk fake-bluez`, no link latency, plain encoding), and both
+/// process (`xtalk fake-bluez`: no link latency, no firmware processing
+/// time, so that a round trip is the software path alone; plain encoding), and both
 /// the SDK and bleak (the most used Python BLE client, whose Linux backend
 /// is BlueZ over D-Bus too) talk to it through a private dbus-daemon.
 ///
@@ -31,11 +32,15 @@ enum BlueZRow {
         let fake: ChildProcess
         do {
             fake = try ChildProcess(
-                xtalk, ["fake-bluez", "--latency", "0", "--firmware-encoding", "plain", "--traffic", "0"])
+                xtalk,
+                [
+                    "fake-bluez", "--latency", "0", "--processing", "0", "--firmware-encoding", "plain", "--traffic",
+                    "0",
+                ])
         } catch {
             throw CLIError(.failure, "could not start xtalk fake-bluez: \(error)")
         }
-        defer { fake.stop() }
+        defer { fake.stopGracefully() }
         let prefix = "DBUS_SYSTEM_BUS_ADDRESS="
         guard let line = fake.readLine(timeout: .seconds(30)), line.hasPrefix(prefix) else {
             throw CLIError(.failure, "xtalk fake-bluez did not print its bus address")
@@ -85,7 +90,7 @@ enum BlueZRow {
             BenchRow(
                 figure: "17. BlueZ backend: AT+PING round trip vs bleak, same fake, same run",
                 target: "<= bleak's median",
-                measured: String(format: "median %.2f ms vs bleak %.2f ms", ourMedian, bleakMedian),
+                measured: String(format: "median %.3f ms vs bleak %.3f ms", ourMedian, bleakMedian),
                 passed: ourMedian <= bleakMedian,
                 values: [("median_ms", .double(ourMedian)), ("bleak_median_ms", .double(bleakMedian))]))
         return rows

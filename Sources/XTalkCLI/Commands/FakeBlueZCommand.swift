@@ -11,13 +11,17 @@ enum FakeBlueZCommand {
         "bus", value: "ADDRESS",
         help: "Serve on this bus (e.g. unix:path=/tmp/bus) instead of starting a private dbus-daemon.")
 
+    static let processing = OptionSpec.int(
+        "processing", value: "MS", in: 0...1_000,
+        help: "Simulator: how long the firmware takes to answer a command, in ms (default 2).")
+
     static let command = Command(
         spec: CommandSpec(
             name: "fake-bluez",
             summary: "Serve simulated devices as a fake BlueZ (org.bluez) on a private D-Bus, until Ctrl-C.",
             positionals: [],
             options: [
-                bus, CommonOptions.firmwareEncoding, CommonOptions.noChallenge, CommonOptions.untrustedKey,
+                bus, processing, CommonOptions.firmwareEncoding, CommonOptions.noChallenge, CommonOptions.untrustedKey,
                 CommonOptions.mtu, CommonOptions.latency, CommonOptions.traffic, CommonOptions.garbage,
                 CommonOptions.seed,
             ],
@@ -33,9 +37,11 @@ enum FakeBlueZCommand {
     ) { arguments, context, printer throws(CLIError) in
         let settings: SimulatorSettings
         let given: String?
+        let processingMs: Int?
         do throws(UsageError) {
             settings = try SimulatorSettings(arguments)
             given = try arguments[Self.bus]
+            processingMs = try arguments[Self.processing]
         } catch {
             throw CLIError.usage(error)
         }
@@ -56,7 +62,11 @@ enum FakeBlueZCommand {
             }
         }
         defer { privateBus?.stop() }
-        let environment = context.makeEnvironment(devices: settings.devices(), seed: settings.seed)
+        var devices = settings.devices()
+        if let processingMs {
+            for index in devices.indices { devices[index].firmware.processingDelay = .milliseconds(processingMs) }
+        }
+        let environment = context.makeEnvironment(devices: devices, seed: settings.seed)
         defer { environment.shutDown() }
         if settings.trafficHz > 0 {
             let interval = Duration.milliseconds(max(5, Int(1_000 / settings.trafficHz)))

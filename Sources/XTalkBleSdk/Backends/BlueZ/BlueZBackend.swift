@@ -14,10 +14,12 @@ import XTalkDBus
 // - Discovery: SetDiscoveryFilter (service UUIDs, LE) then StartDiscovery;
 //   devices appear as Device1 objects (InterfacesAdded from "/") and every
 //   advertisement updates RSSI (PropertiesChanged). ManufacturerData is a{qv}.
-// - Connect order: Connected=true, the GATT objects, ServicesResolved=true,
-//   then Connect's reply. The seam's `.connected` is reported once both
-//   Connected and ServicesResolved are true: BlueZ discovers services itself,
-//   and `discoverServices`/`discoverCharacteristics` answer from its objects.
+// - Connect order: Connected=true and Connect's reply (once the ATT channel
+//   is up), the GATT objects (already there from an earlier link under
+//   BlueZ's default cache), then ServicesResolved=true. The seam's
+//   `.connected` is reported once both Connected and ServicesResolved are
+//   true: BlueZ discovers services itself, and `discoverServices` /
+//   `discoverCharacteristics` answer from its objects.
 // - Disconnect order: ServicesResolved=false, Device1.Disconnected(reason,
 //   message), Connected=false. The link is lost at Connected=false (or when
 //   the device object goes), with the reason the signal gave.
@@ -58,6 +60,8 @@ package final class BlueZBackend: BleBackend {
     static let disconnectWait: Duration = .seconds(2)
     /// How long before the bus is opened again after it closed.
     static let reopenDelay: Duration = .seconds(1)
+    /// How often a missing system bus is looked for again.
+    static let busRetryInterval: Duration = .seconds(5)
 
     private struct Connection {
         let generation: UInt64
@@ -71,6 +75,10 @@ package final class BlueZBackend: BleBackend {
         var commandInFlight = false
         /// `canSendWriteWithoutResponse` said no: `.readyToSendWriteWithoutResponse` is owed.
         var owesReady = false
+        /// The characteristics' object paths and the ATT MTU, read from the
+        /// objects once the services are resolved (writes must not search the tree).
+        var paths: [BleCharacteristicRef: String] = [:]
+        var mtu = 23
     }
 
     private let addresses: [DBusAddress]
@@ -124,6 +132,11 @@ package final class BlueZBackend: BleBackend {
                 self.setState(
                     .unsupported,
                     reason: "no D-Bus system bus (\(error.message)): BlueZ needs dbus and bluetoothd running")
+                // The bus may come (back) later, as Bluetooth may be turned on: ask again now and then.
+                _ = self.scheduler.schedule(after: Self.busRetryInterval) { [weak self] in
+                    guard let self, self.bus == nil, self.session == opening else { return }
+                    self.openBus()
+                }
             case .success(let connection):
                 self.bus = connection
                 connection.onSignal = { [weak self] message in self?.receive(message) }
@@ -275,8 +288,13 @@ package final class BlueZBackend: BleBackend {
         guard body.count == 3, let interface = body[0].stringValue else { return }
         // The hot path: a notification.
         if interface == BlueZInterface.characteristic {
-            guard let subscription = subscriptions[path], let changed = body[1].propertyMapValue,
-                let value = changed["Value"]?.bytesValue,
+            guard let changed = body[1].propertyMapValue else { return }
+            if let mtu = changed["MTU"]?.integerValue {
+                for (id, connection) in connections where connection.paths.values.contains(path) {
+                    connections[id]?.mtu = Int(mtu)
+                }
+            }
+            guard let subscription = subscriptions[path], let value = changed["Value"]?.bytesValue,
                 connections[subscription.peripheral]?.generation == subscription.generation
             else { return }
             emit(
@@ -341,7 +359,7 @@ package final class BlueZBackend: BleBackend {
                 error.name != "org.bluez.Error.InProgress"  // already discovering (another program asked too)
             else { return }
             self.scanServices = nil
-            self.emit(.scanFailed(error: BlueZ.error(error, doing: "Scanning")))
+            self.emit(.scanFailed(error: BlueZ.error(error, doing: "StartDiscovery")))
         }
         // What BlueZ already knows: devices connected to this computer (they
         // do not advertise), and devices with a fresh RSSI.
@@ -448,6 +466,22 @@ package final class BlueZBackend: BleBackend {
             properties["Connected"]?.boolValue == true, properties["ServicesResolved"]?.boolValue == true
         else { return }
         connections[peripheral]?.reported = true
+        var paths: [BleCharacteristicRef: String] = [:]
+        var mtu = 23
+        for service in tree.services(of: connection.path) {
+            for characteristic in tree.characteristics(of: service.path) {
+                let reference = BleCharacteristicRef(service: service.uuid, characteristic: characteristic.info.uuid)
+                if paths[reference] == nil { paths[reference] = characteristic.path }
+                // BlueZ 5.62+ gives the ATT MTU per characteristic; without it, the default MTU of 23.
+                if let value = tree.properties(characteristic.path, BlueZInterface.characteristic)?["MTU"]?
+                    .integerValue
+                {
+                    mtu = max(mtu, Int(value))
+                }
+            }
+        }
+        connections[peripheral]?.paths = paths
+        connections[peripheral]?.mtu = mtu
         emit(.connected(peripheral: peripheral))
     }
 
@@ -543,7 +577,7 @@ package final class BlueZBackend: BleBackend {
 
     package func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {
         guard let (device, generation) = connectedPath(peripheral),
-            let path = tree.characteristicPath(characteristic, of: device)
+            let path = characteristicPath(characteristic, of: peripheral, device: device)
         else { return }
         if enabled {
             subscriptions[path] = (peripheral, generation, characteristic)
@@ -567,7 +601,7 @@ package final class BlueZBackend: BleBackend {
 
     package func readValue(for characteristic: BleCharacteristicRef, of peripheral: UUID) {
         guard let (device, generation) = connectedPath(peripheral),
-            let path = tree.characteristicPath(characteristic, of: device)
+            let path = characteristicPath(characteristic, of: peripheral, device: device)
         else { return }
         callRetrying(
             peripheral, generation, path: path, member: "ReadValue", body: [.propertyMap([:])]
@@ -591,7 +625,7 @@ package final class BlueZBackend: BleBackend {
         _ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType
     ) {
         guard let (device, generation) = connectedPath(peripheral),
-            let path = tree.characteristicPath(characteristic, of: device)
+            let path = characteristicPath(characteristic, of: peripheral, device: device)
         else { return }
         switch type {
         case .withResponse:
@@ -643,20 +677,14 @@ package final class BlueZBackend: BleBackend {
     }
 
     package func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int {
-        guard let (device, _) = connectedPath(peripheral) else { return 0 }
+        guard connectedPath(peripheral) != nil, let connection = connections[peripheral] else { return 0 }
         if type == .withResponse { return 512 }  // a long write
-        // BlueZ 5.62+ gives the ATT MTU per characteristic; without it, the default MTU of 23.
-        var mtu = 23
-        for service in tree.services(of: device) {
-            for characteristic in tree.characteristics(of: service.path) {
-                if let value = tree.properties(characteristic.path, BlueZInterface.characteristic)?["MTU"]?
-                    .integerValue
-                {
-                    mtu = max(mtu, Int(value))
-                }
-            }
-        }
-        return mtu - 3
+        return connection.mtu - 3
+    }
+
+    /// A characteristic's object path on a connected device (cached at connection).
+    private func characteristicPath(_ reference: BleCharacteristicRef, of peripheral: UUID, device: String) -> String? {
+        connections[peripheral]?.paths[reference] ?? tree.characteristicPath(reference, of: device)
     }
 
     /// Calls a GattCharacteristic1 method for a connection, retrying
