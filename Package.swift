@@ -110,11 +110,12 @@ let package = Package(
             dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto", "XTalkTestSupport"]
         ),
         .testTarget(name: "XTalkChaosTests", dependencies: ["XTalkChaos", "XTalkBleSdk", "XTalkSimulator"]),
-        .testTarget(name: "XTalkDBusTests", dependencies: ["XTalkDBus", "XTalkFakeBlueZ"]),
+        .testTarget(name: "XTalkDBusTests", dependencies: ["XTalkDBus", "XTalkFakeBlueZ", "XTalkTestSupport"]),
         .testTarget(
             name: "XTalkBlueZTests",
             dependencies: [
                 "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkFakeBlueZ", "XTalkDBus", "xtalk",
+                "XTalkTestSupport",
             ]
         ),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),

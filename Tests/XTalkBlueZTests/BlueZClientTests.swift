@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 import XTalkBleSdk
 import XTalkFakeBlueZ
 import XTalkSimulator

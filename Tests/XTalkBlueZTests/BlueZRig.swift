@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 import XTalkBleSdk
 import XTalkFakeBlueZ
 import XTalkSimulator
@@ -63,17 +64,6 @@ final class BlueZRig {
         environment.shutDown()
         bus.stop()
     }
-}
-
-/// Waits (bounded, on the real clock: this is real I/O) until `condition` holds.
-@MainActor
-func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + limit
-    while !condition() {
-        if ContinuousClock.now > deadline { return false }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return true
 }
 
 extension XTalkBleClient {

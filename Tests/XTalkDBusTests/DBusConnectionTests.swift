@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 import XTalkFakeBlueZ
 
 @testable import XTalkDBus
@@ -41,17 +42,6 @@ func requestName(_ connection: DBusConnection, _ name: String) async throws {
         interface: "org.freedesktop.DBus", member: "RequestName", body: [.string(name), .uint32(4)]
     ).get()
     #expect(reply.body == [.uint32(1)])  // DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER
-}
-
-/// Waits (bounded, on the real clock: this is real I/O) until `condition` holds.
-@MainActor
-func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + limit
-    while !condition() {
-        if ContinuousClock.now > deadline { return false }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return true
 }
 
 @Suite("D-Bus connection on a private dbus-daemon", .enabled(if: dbusDaemonAvailable, dbusMissing), .serialized)
