@@ -179,7 +179,9 @@ package struct DBusDecoder {
         guard depth <= DBusDecoder.maximumDepth else { throw DBusWireError("containers are nested too deeply") }
         guard let code = type.utf8.first else { throw DBusWireError("empty type") }
         switch code {
-        case UInt8(ascii: "y"): return .byte(try take(1).first!)
+        case UInt8(ascii: "y"):
+            guard let byte = try take(1).first else { throw DBusWireError("the data ends inside a byte") }
+            return .byte(byte)
         case UInt8(ascii: "b"):
             let raw = try readInteger(UInt32.self)
             guard raw <= 1 else { throw DBusWireError("a boolean is \(raw), not 0 or 1") }

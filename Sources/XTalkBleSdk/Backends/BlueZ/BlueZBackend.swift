@@ -6,8 +6,7 @@ import XTalkDBus
 // C library. The system bus is `DBUS_SYSTEM_BUS_ADDRESS` when set, else
 // /var/run/dbus/system_bus_socket.
 //
-// BlueZ facts it is built on (BlueZ's doc/org.bluez.*.rst, and
-// ../shared/reference/bluez-dbus-notes.md):
+// BlueZ facts it is built on (BlueZ's doc/org.bluez.*.rst and src/device.c):
 // - The adapter is usable while Adapter1.Powered is true; bluetoothd
 //   restarting shows as org.bluez losing its owner (every object is gone):
 //   the seam's `.resetting`, then `.poweredOn` once it is back.
