@@ -66,6 +66,12 @@ package final class DBusConnection {
         self.io = io
     }
 
+    /// A connection nobody holds any more closes its socket (the read source
+    /// would otherwise keep the socket, and itself, alive for good).
+    deinit {
+        io.shutDown()
+    }
+
     /// Connects to the first reachable address, authenticates and says Hello.
     /// The completion runs on the main actor on a later turn.
     package static func open(
@@ -214,6 +220,9 @@ package final class DBusConnection {
         waiting.removeAll()
         let onClose = self.onClose
         self.onClose = nil
+        // Handlers often capture their connection's owner: let go of them.
+        onSignal = nil
+        onMethodCall = nil
         later {
             for handler in failed { handler(.failure(.disconnected(reason))) }
             onClose?(reason)
@@ -296,6 +305,9 @@ private final class SocketIO: @unchecked Sendable {
     private var unsent: [UInt8] = []
     private var draining = false
     private var writeFailed = false
+    /// Under `lock`: the descriptor is closed (its number may belong to another file now).
+    private var fdClosed = false
+    private var isShutDown = false
 
     private init(fd: Int32) { self.fd = fd }
 
@@ -413,7 +425,12 @@ private final class SocketIO: @unchecked Sendable {
         // before, and no write runs after it (its number may be reused).
         source.setCancelHandler { [self] in
             lock.withLock { writeFailed = true }
-            writeQueue.async { [self] in _ = SocketIO.systemClose(fd) }
+            writeQueue.async { [self] in
+                lock.withLock {
+                    fdClosed = true
+                    _ = SocketIO.systemClose(fd)
+                }
+            }
         }
         self.source = source
         DispatchQueue.main.async { [self] in
@@ -522,8 +539,13 @@ private final class SocketIO: @unchecked Sendable {
 
     /// Wakes the read source with end-of-file; it closes the descriptor once.
     func shutDown() {
-        _ = shutdownSocket(fd)
-        lock.withLock { writeFailed = true }
+        let first = lock.withLock {
+            defer { isShutDown = true }
+            if !isShutDown && !fdClosed { _ = shutdownSocket(fd) }
+            writeFailed = true
+            return !isShutDown
+        }
+        guard first else { return }
         DispatchQueue.main.async { [self] in
             if let source {
                 source.cancel()

@@ -6,18 +6,23 @@ import Testing
 @Suite("D-Bus wire format")
 struct DBusWireTests {
     /// One value of every type, nested the way BlueZ nests them.
-    static let everyType: [DBusValue] = [
-        .byte(0xFE), .boolean(true), .int16(-2), .uint16(0xBEEF), .int32(-70_000), .uint32(0xDEAD_BEEF),
-        .int64(-1 << 40), .uint64(1 << 63), .double(-0.5), .string("héllo"), .objectPath("/org/bluez/hci0"),
-        .signature("a{sv}"), .unixFD(3), .bytes(Data([0x41, 0x54, 0x0D, 0x0A])),
-        .array(elementSignature: "s", []),
-        .propertyMap(["Name": .string("xTalk"), "RSSI": .int16(-60), "Connected": .boolean(false)]),
-        .array(
-            elementSignature: "{qv}",
-            [.dictEntry(.uint16(0x0A0B), .variant(.bytes(Data([1, 2, 3]))))]),
-        .structure([.byte(1), .variant(.array(elementSignature: "x", [.int64(5)]))]),
-        .variant(.variant(.string("nested"))),
-    ]
+    /// (Made afresh each time: a static let of indirect enum values keeps its
+    /// boxes behind pointers whose spare bits carry the case, which
+    /// LeakSanitizer reports as leaked.)
+    static var everyType: [DBusValue] {
+        [
+            .byte(0xFE), .boolean(true), .int16(-2), .uint16(0xBEEF), .int32(-70_000), .uint32(0xDEAD_BEEF),
+            .int64(-1 << 40), .uint64(1 << 63), .double(-0.5), .string("héllo"), .objectPath("/org/bluez/hci0"),
+            .signature("a{sv}"), .unixFD(3), .bytes(Data([0x41, 0x54, 0x0D, 0x0A])),
+            .array(elementSignature: "s", []),
+            .propertyMap(["Name": .string("xTalk"), "RSSI": .int16(-60), "Connected": .boolean(false)]),
+            .array(
+                elementSignature: "{qv}",
+                [.dictEntry(.uint16(0x0A0B), .variant(.bytes(Data([1, 2, 3]))))]),
+            .structure([.byte(1), .variant(.array(elementSignature: "x", [.int64(5)]))]),
+            .variant(.variant(.string("nested"))),
+        ]
+    }
 
     static func signal(_ index: Int) -> DBusMessage {
         var message = DBusMessage.signal(
