@@ -403,10 +403,7 @@ package final class FakeBlueZ {
             // BlueZ forgets the last RSSI when discovery stops (it is no longer current).
             for device in devices.values where device.rssi != nil && !device.connected {
                 device.rssi = nil
-                emit(
-                    .signal(
-                        path: device.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
-                        body: [.string("org.bluez.Device1"), .propertyMap([:]), .stringArray(["RSSI"])]))
+                changed(device.path, "org.bluez.Device1", [:], invalidated: ["RSSI"])
             }
         case "RemoveDevice":
             guard let path = call.body.first?.stringValue,
@@ -659,11 +656,13 @@ package final class FakeBlueZ {
         bus?.send(message)
     }
 
-    private func changed(_ path: String, _ interface: String, _ properties: [String: DBusValue]) {
+    private func changed(
+        _ path: String, _ interface: String, _ properties: [String: DBusValue], invalidated: [String] = []
+    ) {
         emit(
             .signal(
                 path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
-                body: [.string(interface), .propertyMap(properties), .stringArray([])]))
+                body: [.string(interface), .propertyMap(properties), .stringArray(invalidated)]))
     }
 
     private func interfacesAdded(_ path: String, _ interfaces: [String: [String: DBusValue]]) {
