@@ -55,20 +55,32 @@ package enum DBusAddress: Sendable, Hashable {
     }
 }
 
-/// The client side of the handshake with `EXTERNAL` (the kernel vouches for our uid).
+/// The client side of the handshake with `EXTERNAL` (the kernel vouches for
+/// our uid), then `NEGOTIATE_UNIX_FD` when asked for: events in (the
+/// server's bytes), actions out (`output`, to send, and the outcome).
 package struct DBusAuthClient {
     package enum Outcome: Sendable, Hashable {
-        /// Keep reading.
+        /// Keep reading (after sending `takeOutput()`).
         case waiting
-        /// Authenticated: the messages start with `leftover`.
-        case authenticated(leftover: [UInt8])
+        /// Authenticated (send `takeOutput()`, which ends with BEGIN): the
+        /// messages start with `leftover`; `unixFileDescriptors` says whether
+        /// the bus agreed to pass file descriptors.
+        case authenticated(leftover: [UInt8], unixFileDescriptors: Bool)
         case rejected(String)
     }
 
-    private var line: [UInt8] = []
-    private var done = false
+    private enum Phase { case waitingForOK, negotiating, done }
 
-    package init() {}
+    private let negotiateUnixFileDescriptors: Bool
+    private var phase = Phase.waitingForOK
+    private var line: [UInt8] = []
+    private var output: [UInt8]
+
+    /// `uid` goes in the greeting, the first bytes of `takeOutput()`.
+    package init(uid: UInt32, negotiateUnixFileDescriptors: Bool = true) {
+        self.negotiateUnixFileDescriptors = negotiateUnixFileDescriptors
+        output = DBusAuthClient.greeting(uid: uid)
+    }
 
     /// The first bytes to send: the NUL byte, `AUTH EXTERNAL` with our uid in hex.
     package static func greeting(uid: UInt32) -> [UInt8] {
@@ -76,27 +88,49 @@ package struct DBusAuthClient {
         return [0] + Array("AUTH EXTERNAL \(hexUID)\r\n".utf8)
     }
 
-    /// What to send once the server said OK.
-    package static let begin = Array("BEGIN\r\n".utf8)
+    /// Bytes to send now; empty when there is nothing to say.
+    package mutating func takeOutput() -> [UInt8] {
+        defer { output.removeAll() }
+        return output
+    }
 
     /// Feeds the server's bytes.
     package mutating func receive(_ bytes: some Collection<UInt8>) -> Outcome {
-        guard !done else { return .waiting }
+        guard phase != .done else { return .waiting }
         var rest = Array(bytes)[...]
         while let byte = rest.popFirst() {
             line.append(byte)
             guard line.count < 16_384 else {
-                done = true
+                phase = .done
                 return .rejected("the bus sent an overlong authentication line")
             }
             guard line.count >= 2, line.suffix(2) == [0x0D, 0x0A] else { continue }
             let text = String(decoding: line.dropLast(2), as: UTF8.self)
             line.removeAll()
-            done = true
-            if text.hasPrefix("OK ") { return .authenticated(leftover: Array(rest)) }
-            if text.hasPrefix("REJECTED") { return .rejected("the bus rejected EXTERNAL authentication") }
-            return .rejected("the bus answered \"\(text)\" to authentication")
+            switch phase {
+            case .waitingForOK:
+                if text.hasPrefix("OK ") {
+                    guard negotiateUnixFileDescriptors else { return finish(leftover: rest, unixFDs: false) }
+                    phase = .negotiating
+                    output += Array("NEGOTIATE_UNIX_FD\r\n".utf8)
+                    continue
+                }
+                phase = .done
+                if text.hasPrefix("REJECTED") { return .rejected("the bus rejected EXTERNAL authentication") }
+                return .rejected("the bus answered \"\(text)\" to authentication")
+            case .negotiating:
+                // ERROR: this bus (or its transport) passes no descriptors; the connection still works.
+                return finish(leftover: rest, unixFDs: text == "AGREE_UNIX_FD")
+            case .done:
+                return .waiting
+            }
         }
         return .waiting
+    }
+
+    private mutating func finish(leftover: ArraySlice<UInt8>, unixFDs: Bool) -> Outcome {
+        phase = .done
+        output += Array("BEGIN\r\n".utf8)
+        return .authenticated(leftover: Array(leftover), unixFileDescriptors: unixFDs)
     }
 }

@@ -41,6 +41,8 @@ package final class DBusConnection {
     /// How long a call waits for its reply (libdbus's default).
     package static let defaultCallTimeout: Duration = .seconds(25)
 
+    /// The bus agreed to pass file descriptors (the `UNIX_FD` type).
+    package var passesFileDescriptors: Bool { io.passesFileDescriptors }
     /// Our unique name on the bus (after `Hello`).
     package private(set) var uniqueName = ""
     package private(set) var isClosed = false
@@ -188,8 +190,11 @@ package final class DBusConnection {
     private func write(_ message: DBusMessage) {
         do {
             let bytes = try message.encoded()
+            guard message.fileDescriptors.isEmpty || io.passesFileDescriptors else {
+                throw DBusWireError("this bus connection cannot pass file descriptors")
+            }
             messagesSent += 1
-            io.write(bytes)
+            io.write(bytes, descriptors: message.fileDescriptors)
         } catch {
             // Our own message cannot be encoded: a programming error in a caller, reported as the call's failure.
             if message.kind == .methodCall, let entry = pending.removeValue(forKey: message.serial) {
@@ -282,6 +287,7 @@ package final class DBusConnection {
 /// hop. Writes: straight from the main actor without blocking; whatever the
 /// socket does not take at once goes, in order, to a queue that writes it
 /// blocking (so a full socket never stalls the main actor or the reads).
+/// File descriptors travel as SCM_RIGHTS beside the first byte of their message.
 private final class SocketIO: @unchecked Sendable {
     struct Failure: Error {
         let reason: String
@@ -293,23 +299,44 @@ private final class SocketIO: @unchecked Sendable {
         var closeReason: String?
     }
 
+    /// Bytes to send, and the descriptors that go with the first of them.
+    struct Segment {
+        var bytes: [UInt8]
+        var offset = 0
+        var descriptors: [DBusFileDescriptor] = []
+    }
+
+    enum SendOutcome { case sent, wouldBlock, failed }
+
+    /// At most this many descriptors arrive with one read (SCM_MAX_FD).
+    private static let maximumDescriptorsPerRead = 253
+
     private let fd: Int32
+    /// The bus agreed to pass file descriptors (NEGOTIATE_UNIX_FD).
+    let passesFileDescriptors: Bool
     private let writeQueue = DispatchQueue(label: "xtalk.dbus.write")
     /// Confined to the main queue.
     private var framer = DBusMessageFramer()
     private var source: (any DispatchSourceRead)?
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
-    /// Under `lock`: bytes the socket did not take yet (the write queue owns
-    /// them while `draining`), and whether writing failed or the socket closed.
+    private var controlBuffer = [UInt8](
+        repeating: 0, count: SocketIO.controlSpace(descriptors: SocketIO.maximumDescriptorsPerRead))
+    /// Descriptors received and not yet handed to their message (in order).
+    private var receivedDescriptors: [DBusFileDescriptor] = []
+    /// Under `lock`: what the socket did not take yet (the write queue owns
+    /// it while `draining`), and whether writing failed or the socket closed.
     private let lock = NSLock()
-    private var unsent: [UInt8] = []
+    private var unsent: [Segment] = []
     private var draining = false
     private var writeFailed = false
     /// Under `lock`: the descriptor is closed (its number may belong to another file now).
     private var fdClosed = false
     private var isShutDown = false
 
-    private init(fd: Int32) { self.fd = fd }
+    private init(fd: Int32, passesFileDescriptors: Bool) {
+        self.fd = fd
+        self.passesFileDescriptors = passesFileDescriptors
+    }
 
     static func connectAndAuthenticate(_ addresses: [DBusAddress]) -> Result<(SocketIO, [UInt8]), DBusError> {
         var reasons: [String] = []
@@ -318,7 +345,8 @@ private final class SocketIO: @unchecked Sendable {
             case .failure(let failure): reasons.append(failure.reason)
             case .success(let fd):
                 switch authenticate(fd) {
-                case .success(let leftover): return .success((SocketIO(fd: fd), leftover))
+                case .success(let (leftover, passesFDs)):
+                    return .success((SocketIO(fd: fd, passesFileDescriptors: passesFDs), leftover))
                 case .failure(let failure):
                     _ = systemClose(fd)
                     reasons.append(failure.reason)
@@ -369,51 +397,183 @@ private final class SocketIO: @unchecked Sendable {
     }
 
     /// The handshake, blocking, bounded by a receive timeout.
-    private static func authenticate(_ fd: Int32) -> Result<[UInt8], Failure> {
+    private static func authenticate(_ fd: Int32) -> Result<([UInt8], Bool), Failure> {
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard writeAll(fd, DBusAuthClient.greeting(uid: UInt32(getuid()))) else {
-            return .failure(Failure("the bus closed the connection during authentication"))
-        }
-        var auth = DBusAuthClient()
+        var auth = DBusAuthClient(uid: UInt32(getuid()))
         var buffer = [UInt8](repeating: 0, count: 4_096)
         while true {
+            var output = Segment(bytes: auth.takeOutput())
+            guard sendBlocking(fd, &output, bound: .seconds(5)) else {
+                return .failure(Failure("the bus closed the connection during authentication"))
+            }
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { return .failure(Failure("the bus did not answer authentication")) }
             switch auth.receive(buffer[0..<count]) {
             case .waiting: continue
             case .rejected(let reason): return .failure(Failure(reason))
-            case .authenticated(let leftover):
-                guard writeAll(fd, DBusAuthClient.begin) else {
+            case .authenticated(let leftover, let passesFDs):
+                var begin = Segment(bytes: auth.takeOutput())
+                guard sendBlocking(fd, &begin, bound: .seconds(5)) else {
                     return .failure(Failure("the bus closed the connection during authentication"))
                 }
                 var none = timeval(tv_sec: 0, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, socklen_t(MemoryLayout<timeval>.size))
-                return .success(leftover)
+                return .success((leftover, passesFDs))
             }
         }
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            #if canImport(Glibc)
-                let flags = Int32(MSG_NOSIGNAL)
-            #else
-                let flags: Int32 = 0
-            #endif
-            let written = bytes.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + offset, raw.count - offset, flags)
+    // MARK: Sending
+
+    /// Sends what the socket takes now, without blocking: the one primitive
+    /// behind every write. The first piece of a segment carries its descriptors
+    /// (the kernel holds its own copies from then on; ours close when the
+    /// segment and its message are gone).
+    private static func sendSome(_ fd: Int32, _ segment: inout Segment) -> SendOutcome {
+        while segment.offset < segment.bytes.count {
+            let written: Int
+            if segment.offset == 0, !segment.descriptors.isEmpty {
+                written = sendWithDescriptors(fd, segment)
+            } else {
+                let offset = segment.offset
+                written = segment.bytes.withUnsafeBytes { raw in
+                    send(fd, raw.baseAddress! + offset, raw.count - offset, sendFlags)
+                }
             }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return false
+            if written > 0 {
+                segment.offset += written
+                segment.descriptors.removeAll()
+            } else if written < 0 && errno == EINTR {
+                continue
+            } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                return .wouldBlock
+            } else {
+                return .failed
             }
-            offset += written
         }
-        return true
+        return .sent
     }
+
+    /// Sends a whole segment, waiting for room up to `bound` (when given) or
+    /// until writing is declared failed.
+    private static func sendBlocking(
+        _ fd: Int32, _ segment: inout Segment, bound: Duration?, failed: () -> Bool = { false }
+    ) -> Bool {
+        let deadline = bound.map { ContinuousClock.now + $0 }
+        while true {
+            switch sendSome(fd, &segment) {
+            case .sent: return true
+            case .failed: return false
+            case .wouldBlock:
+                if failed() { return false }
+                if let deadline, ContinuousClock.now >= deadline { return false }
+                var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&descriptor, 1, 1_000)
+            }
+        }
+    }
+
+    private static func sendWithDescriptors(_ fd: Int32, _ segment: Segment) -> Int {
+        let descriptors = segment.descriptors.compactMap(\.rawValue)
+        guard descriptors.count == segment.descriptors.count else {
+            errno = EBADF
+            return -1
+        }
+        var control = [UInt8](repeating: 0, count: controlSpace(descriptors: descriptors.count))
+        control.withUnsafeMutableBytes { raw in
+            var header = cmsghdr()
+            header.cmsg_len = numericCast(controlHeaderSize + 4 * descriptors.count)
+            header.cmsg_level = SOL_SOCKET
+            header.cmsg_type = Int32(SCM_RIGHTS)
+            raw.storeBytes(of: header, as: cmsghdr.self)
+            for (index, descriptor) in descriptors.enumerated() {
+                raw.storeBytes(of: descriptor, toByteOffset: controlHeaderSize + 4 * index, as: Int32.self)
+            }
+        }
+        return segment.bytes.withUnsafeBytes { bytes in
+            control.withUnsafeMutableBytes { controlBytes in
+                var vector = iovec(
+                    iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress!), iov_len: bytes.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = numericCast(controlBytes.count)
+                    return sendmsg(fd, &message, sendFlags)
+                }
+            }
+        }
+    }
+
+    /// The control message layout (the CMSG_* macros, which Swift does not import).
+    private static let controlAlignment = MemoryLayout<Int>.size
+    private static var controlHeaderSize: Int { align(MemoryLayout<cmsghdr>.size) }
+    private static func align(_ length: Int) -> Int {
+        (length + controlAlignment - 1) & ~(controlAlignment - 1)
+    }
+    private static func controlSpace(descriptors: Int) -> Int {
+        controlHeaderSize + align(4 * descriptors)
+    }
+
+    private static var sendFlags: Int32 {
+        #if canImport(Glibc)
+            Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)
+        #else
+            Int32(MSG_DONTWAIT)
+        #endif
+    }
+
+    /// Writes `bytes` (and `descriptors`) after everything written before: at
+    /// once when the socket takes them, else (the rest) on the write queue.
+    func write(_ bytes: [UInt8], descriptors: [DBusFileDescriptor]) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !writeFailed else { return }
+        var segment = Segment(bytes: bytes, descriptors: descriptors)
+        if draining || !unsent.isEmpty {
+            unsent.append(segment)
+            return
+        }
+        switch SocketIO.sendSome(fd, &segment) {
+        case .sent: return
+        case .failed: writeFailed = true
+        case .wouldBlock:
+            unsent = [segment]
+            draining = true
+            writeQueue.async { [self] in drain() }
+        }
+    }
+
+    /// On the write queue: writes what the socket did not take, waiting for room.
+    private func drain() {
+        while true {
+            let segments: [Segment]? = lock.withLock {
+                if writeFailed || unsent.isEmpty {
+                    draining = false
+                    return nil
+                }
+                defer { unsent.removeAll() }
+                return unsent
+            }
+            guard let segments else { return }
+            for var segment in segments {
+                guard SocketIO.sendBlocking(fd, &segment, bound: nil, failed: { lock.withLock { writeFailed } })
+                else {
+                    lock.withLock {
+                        writeFailed = true
+                        draining = false
+                        unsent.removeAll()
+                    }
+                    return
+                }
+            }
+        }
+    }
+
+    // MARK: Receiving
 
     /// Starts reading (on the main queue); `deliver` runs there, once per read.
     func start(leftover: [UInt8], deliver: @escaping @Sendable (Batch) -> Void) {
@@ -428,6 +588,7 @@ private final class SocketIO: @unchecked Sendable {
             writeQueue.async { [self] in
                 lock.withLock {
                     fdClosed = true
+                    unsent.removeAll()
                     _ = SocketIO.systemClose(fd)
                 }
             }
@@ -440,101 +601,86 @@ private final class SocketIO: @unchecked Sendable {
     }
 
     private func readAvailable(deliver: @escaping @Sendable (Batch) -> Void) {
-        let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        var truncated = false
+        let count = readBuffer.withUnsafeMutableBytes { bytes in
+            controlBuffer.withUnsafeMutableBytes { control in
+                var vector = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = control.baseAddress
+                    message.msg_controllen = numericCast(control.count)
+                    let count = recvmsg(fd, &message, SocketIO.receiveFlags)
+                    if count > 0, message.msg_controllen > 0 {
+                        collectDescriptors(control, length: Int(message.msg_controllen))
+                    }
+                    truncated = Int32(message.msg_flags) & Int32(MSG_CTRUNC) != 0
+                    return count
+                }
+            }
+        }
         if count < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { return }
-        guard count > 0 else {
+        guard count > 0, !truncated else {
             source?.cancel()
             source = nil
-            deliver(Batch(closeReason: count == 0 ? "the bus closed the connection" : "reading from the bus failed"))
+            let reason =
+                truncated
+                ? "the bus passed more file descriptors than one read holds"
+                : count == 0 ? "the bus closed the connection" : "reading from the bus failed"
+            receivedDescriptors.removeAll()
+            deliver(Batch(closeReason: reason))
             return
         }
         process(readBuffer[0..<count], deliver: deliver)
     }
 
+    private static var receiveFlags: Int32 {
+        #if canImport(Glibc)
+            Int32(MSG_CMSG_CLOEXEC)
+        #else
+            0
+        #endif
+    }
+
+    /// Takes ownership of every descriptor in the control messages.
+    private func collectDescriptors(_ control: UnsafeMutableRawBufferPointer, length: Int) {
+        var offset = 0
+        let headerSize = SocketIO.controlHeaderSize
+        while offset + headerSize <= min(length, control.count) {
+            let header = control.loadUnaligned(fromByteOffset: offset, as: cmsghdr.self)
+            let messageLength = Int(header.cmsg_len)
+            guard messageLength >= headerSize, offset + messageLength <= control.count else { return }
+            if header.cmsg_level == SOL_SOCKET, header.cmsg_type == Int32(SCM_RIGHTS) {
+                for index in 0..<(messageLength - headerSize) / 4 {
+                    let descriptor = control.loadUnaligned(
+                        fromByteOffset: offset + headerSize + 4 * index, as: Int32.self)
+                    receivedDescriptors.append(DBusFileDescriptor(adopting: descriptor))
+                }
+            }
+            offset += SocketIO.align(messageLength)
+        }
+    }
+
     private func process(_ bytes: ArraySlice<UInt8>, deliver: @escaping @Sendable (Batch) -> Void) {
         do {
-            let messages = try framer.append(bytes)
+            var messages = try framer.append(bytes)
+            // A message's descriptors came with its first byte: they are here.
+            for index in messages.indices where messages[index].declaredFileDescriptorCount > 0 {
+                let count = messages[index].declaredFileDescriptorCount
+                guard receivedDescriptors.count >= count else {
+                    throw DBusWireError("a message declares \(count) file descriptors that did not come with it")
+                }
+                messages[index].fileDescriptors = Array(receivedDescriptors.prefix(count))
+                receivedDescriptors.removeFirst(count)
+            }
             if !messages.isEmpty { deliver(Batch(messages: messages)) }
         } catch {
             source?.cancel()
             source = nil
+            receivedDescriptors.removeAll()
             deliver(Batch(closeReason: "\(error)"))
         }
-    }
-
-    /// Writes `bytes` after everything written before: at once when the
-    /// socket takes them, else (the rest) on the write queue.
-    func write(_ bytes: [UInt8]) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !writeFailed else { return }
-        if draining || !unsent.isEmpty {
-            unsent += bytes
-            return
-        }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + offset, raw.count - offset, SocketIO.sendFlags | Int32(MSG_DONTWAIT))
-            }
-            if written > 0 {
-                offset += written
-            } else if written < 0 && errno == EINTR {
-                continue
-            } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                break
-            } else {
-                writeFailed = true
-                return
-            }
-        }
-        guard offset < bytes.count else { return }
-        unsent = Array(bytes[offset...])
-        draining = true
-        writeQueue.async { [self] in drain() }
-    }
-
-    /// On the write queue: writes what the socket did not take, waiting for room.
-    private func drain() {
-        while true {
-            let chunk: [UInt8]? = lock.withLock {
-                if writeFailed || unsent.isEmpty {
-                    draining = false
-                    return nil
-                }
-                defer { unsent.removeAll() }
-                return unsent
-            }
-            guard let chunk else { return }
-            var offset = 0
-            while offset < chunk.count {
-                var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&descriptor, 1, 1_000)
-                let written = chunk.withUnsafeBytes { raw in
-                    send(fd, raw.baseAddress! + offset, raw.count - offset, SocketIO.sendFlags | Int32(MSG_DONTWAIT))
-                }
-                if written > 0 {
-                    offset += written
-                } else if written < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
-                    if lock.withLock({ writeFailed }) { return }
-                    continue
-                } else {
-                    lock.withLock {
-                        writeFailed = true
-                        draining = false
-                    }
-                    return
-                }
-            }
-        }
-    }
-
-    private static var sendFlags: Int32 {
-        #if canImport(Glibc)
-            Int32(MSG_NOSIGNAL)
-        #else
-            0
-        #endif
     }
 
     /// Wakes the read source with end-of-file; it closes the descriptor once.
@@ -563,10 +709,6 @@ private final class SocketIO: @unchecked Sendable {
     }
 
     static func systemClose(_ fd: Int32) -> Int32 {
-        #if canImport(Glibc)
-            return Glibc.close(fd)
-        #else
-            return Darwin.close(fd)
-        #endif
+        DBusFileDescriptor.systemClose(fd)
     }
 }

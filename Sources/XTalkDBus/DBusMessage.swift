@@ -23,6 +23,12 @@ package struct DBusMessage: Sendable, Hashable {
     package var destination: String?
     package var sender: String?
     package var body: [DBusValue] = []
+    /// The file descriptors the message carries (`UNIX_FD` values in the body
+    /// are indices into this list). They travel beside the bytes (SCM_RIGHTS),
+    /// so only the socket driver fills them in on receipt.
+    package var fileDescriptors: [DBusFileDescriptor] = []
+    /// How many descriptors the header says came with the message (UNIX_FDS).
+    package private(set) var declaredFileDescriptorCount = 0
 
     package init(kind: Kind) { self.kind = kind }
 
@@ -90,6 +96,7 @@ package struct DBusMessage: Sendable, Hashable {
         field(6, destination.map { .string($0) })
         field(7, sender.map { .string($0) })
         if !body.isEmpty { field(8, .signature(signature)) }
+        if !fileDescriptors.isEmpty { field(9, .uint32(UInt32(fileDescriptors.count))) }
         var encoder = DBusEncoder()
         try encoder.append(.byte(UInt8(ascii: "l")))
         try encoder.append(.byte(kind.rawValue))
@@ -138,6 +145,10 @@ package struct DBusMessage: Sendable, Hashable {
             case (6, .string(let text)): message.destination = text
             case (7, .string(let text)): message.sender = text
             case (8, .signature(let text)): bodySignature = text
+            case (9, .uint32(let count)):
+                // A sender may pass at most 253 descriptors at once (SCM_MAX_FD).
+                guard count <= 253 else { throw DBusWireError("a message declares \(count) file descriptors") }
+                message.declaredFileDescriptorCount = Int(count)
             case (1...9, _): throw DBusWireError("header field \(code) has the wrong type")
             default: break  // unknown fields are ignored, as the specification says
             }

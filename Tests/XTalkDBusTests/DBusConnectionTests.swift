@@ -154,6 +154,44 @@ struct DBusConnectionTests {
         #expect(failures.count == 3 && closes == 1)
     }
 
+    /// A descriptor passed in a reply (as BlueZ's AcquireWrite does) works
+    /// at the receiver, and every copy of it is closed once the receiver lets
+    /// go: the sender's, the bus's and the receiver's (the far end sees EOF).
+    @Test func passesFileDescriptorsAndClosesEveryCopy() async throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let server = try await openConnection(bus)
+        let client = try await openConnection(bus)
+        #expect(server.passesFileDescriptors && client.passesFileDescriptors)
+        var farEnds: [Int32] = []
+        server.onMethodCall = { call in
+            let pair = try! SocketPair.sequencedPackets()
+            farEnds.append(pair.0)
+            var reply = DBusMessage.methodReturn(to: call, body: [.unixFD(0), .uint16(247)])
+            reply.fileDescriptors = [DBusFileDescriptor(adopting: pair.1)]
+            server.send(reply)
+        }
+        try await requestName(server, "com.example.Pipes")
+        defer { farEnds.forEach { _ = close($0) } }
+
+        // Used: bytes written on the received descriptor reach the far end.
+        var used: DBusMessage? = try await call(
+            client, destination: "com.example.Pipes", path: "/x", interface: nil, member: "Acquire"
+        ).get()
+        #expect(used?.body == [.unixFD(0), .uint16(247)])
+        let descriptor = try #require(used?.fileDescriptors.first?.rawValue)
+        #expect(send(descriptor, [1, 2, 3] as [UInt8], 3, 0) == 3)
+        #expect(SocketPair.read(farEnds[0]) == [1, 2, 3])
+        #expect(SocketPair.read(farEnds[0], wait: false) == nil, "nothing closed yet")
+        used = nil
+        #expect(SocketPair.read(farEnds[0]) == [], "every copy closed: end of file")
+
+        // Never looked at: dropping the message closes what it carried.
+        _ = try await call(client, destination: "com.example.Pipes", path: "/x", interface: nil, member: "Acquire")
+            .get()
+        #expect(SocketPair.read(farEnds[1]) == [])
+    }
+
     @Test func aCallWithoutAReplyTimesOut() async throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
@@ -177,6 +215,25 @@ struct DBusConnectionTests {
             return
         }
         #expect(error.message.contains("no bus at /nonexistent/xtalk-bus"))
+    }
+}
+
+/// Sockets for the descriptor-passing tests.
+enum SocketPair {
+    static func sequencedPackets() throws -> (Int32, Int32) {
+        var ends: [Int32] = [-1, -1]
+        let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        guard socketpair(AF_UNIX, type, 0, &ends) == 0 else { throw POSIXError(.EMFILE) }
+        return (ends[0], ends[1])
+    }
+
+    /// One packet (empty at end of file); nil when nothing came (within a second when waiting).
+    static func read(_ descriptor: Int32, wait: Bool = true) -> [UInt8]? {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, wait ? 5_000 : 0) == 1 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        return count < 0 ? nil : Array(buffer[0..<count])
     }
 }
 

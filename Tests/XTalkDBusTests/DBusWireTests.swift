@@ -69,6 +69,21 @@ struct DBusWireTests {
         #expect(bytes == expected)
     }
 
+    /// UNIX_FDS (header field 9) says how many descriptors travel beside the
+    /// bytes; the decoder reports the count (the socket driver attaches them).
+    @Test func declaresItsFileDescriptors() throws {
+        var message = DBusMessage.methodCall(
+            destination: nil, path: "/a", interface: nil, member: "M", body: [.unixFD(0), .uint16(247)])
+        message.serial = 7
+        message.fileDescriptors = [DBusFileDescriptor(adopting: -1)]
+        let decoded = try DBusMessage.decode(try message.encoded())
+        #expect(decoded.declaredFileDescriptorCount == 1)
+        #expect(decoded.fileDescriptors.isEmpty)
+        #expect(decoded.body == [.unixFD(0), .uint16(247)])
+        message.fileDescriptors = []
+        #expect(try DBusMessage.decode(try message.encoded()).declaredFileDescriptorCount == 0)
+    }
+
     @Test func decodesBigEndianMessages() throws {
         // A signal as a big-endian peer writes it: "B", a uint32 argument 0x01020304.
         let bytes: [UInt8] =
@@ -208,25 +223,48 @@ struct DBusAuthTests {
         #expect(DBusAuthClient.greeting(uid: 1000) == [0] + Array("AUTH EXTERNAL 31303030\r\n".utf8))
     }
 
-    @Test(arguments: [1, 3, 100])
-    func acceptsOKInAnyChunking(chunk: Int) {
-        let reply = Array("OK 1234deadbeef\r\n".utf8) + [0x6C, 2]
-        var auth = DBusAuthClient()
+    /// Feeds `reply` in pieces of `chunk` bytes; returns the outcome and everything the client sent.
+    private func run(_ auth: inout DBusAuthClient, _ reply: [UInt8], chunk: Int) -> (DBusAuthClient.Outcome, String) {
+        var sent = auth.takeOutput()
         var outcome = DBusAuthClient.Outcome.waiting
         var offset = 0
         while offset < reply.count, outcome == .waiting {
             outcome = auth.receive(reply[offset..<min(reply.count, offset + chunk)])
+            sent += auth.takeOutput()
             offset += chunk
         }
+        return (outcome, String(decoding: sent, as: UTF8.self))
+    }
+
+    @Test(arguments: [1, 3, 100])
+    func acceptsOKInAnyChunking(chunk: Int) {
+        var auth = DBusAuthClient(uid: 1000, negotiateUnixFileDescriptors: false)
+        let (outcome, sent) = run(&auth, Array("OK 1234deadbeef\r\n".utf8) + [0x6C, 2], chunk: chunk)
+        #expect(sent == "\0AUTH EXTERNAL 31303030\r\nBEGIN\r\n")
         // Bytes after the OK line within the same piece are the first message's.
-        if chunk == 100 { #expect(outcome == .authenticated(leftover: [0x6C, 2])) }
-        if chunk == 1 { #expect(outcome == .authenticated(leftover: [])) }
+        if chunk == 100 { #expect(outcome == .authenticated(leftover: [0x6C, 2], unixFileDescriptors: false)) }
+        if chunk == 1 { #expect(outcome == .authenticated(leftover: [], unixFileDescriptors: false)) }
+    }
+
+    @Test(arguments: [1, 5, 100])
+    func negotiatesFileDescriptorPassingInAnyChunking(chunk: Int) {
+        var auth = DBusAuthClient(uid: 0)
+        let (agreed, sent) = run(&auth, Array("OK 1234\r\nAGREE_UNIX_FD\r\n".utf8), chunk: chunk)
+        #expect(agreed == .authenticated(leftover: [], unixFileDescriptors: true))
+        #expect(sent == "\0AUTH EXTERNAL 30\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n")
+
+        // A bus that cannot pass descriptors still authenticates us, without them.
+        var refused = DBusAuthClient(uid: 0)
+        let (outcome, _) = run(&refused, Array("OK 1234\r\nERROR not supported\r\n".utf8), chunk: chunk)
+        #expect(outcome == .authenticated(leftover: [], unixFileDescriptors: false))
     }
 
     @Test func rejectionIsReported() {
-        var auth = DBusAuthClient()
+        var auth = DBusAuthClient(uid: 1000)
         #expect(
             auth.receive(Array("REJECTED EXTERNAL\r\n".utf8)) == .rejected("the bus rejected EXTERNAL authentication"))
+        var odd = DBusAuthClient(uid: 1000)
+        #expect(odd.receive(Array("DATA\r\n".utf8)) == .rejected("the bus answered \"DATA\" to authentication"))
     }
 
     @Test func addressesParse() {
