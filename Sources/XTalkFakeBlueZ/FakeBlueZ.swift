@@ -17,15 +17,23 @@ import XTalkSimulator
 /// stay (BlueZ's default `Cache = always`), answering "Not connected". Errors
 /// are `org.bluez.Error.*`.
 ///
+/// `AcquireWrite` hands over a SOCK_SEQPACKET socket (and its MTU): each
+/// packet is a write without response, reading pauses while the radio is
+/// behind (a full socket is the client's flow control), `WriteValue` answers
+/// `NotPermitted` while the socket is held, `WriteAcquired` says whether it
+/// is, and the socket closes when the link ends (the client sees a hang-up)
+/// or is released when the client closes its end.
+///
 /// Fault knobs: link loss with each reason (`loseLink`), the adapter off
 /// (`setPowered`), bluetoothd gone and back (`stop`/`restart`), any method
 /// failing once with any error (`failNext`: `InProgress`, `NotPermitted`, …),
-/// `ServicesResolved` never arriving (`holdsServicesResolved`). The radio's
-/// own knobs are the simulator's (`environment.peripherals`).
+/// `ServicesResolved` never arriving (`holdsServicesResolved`), an acquired
+/// write socket hung up while the link stays (`hangUpWriteSockets`). The
+/// radio's own knobs are the simulator's (`environment.peripherals`).
 ///
-/// Not modelled: fd passing (`AcquireWrite`/`AcquireNotify` answer
-/// `NotSupported`, as BlueZ does for a characteristic without the flag),
-/// pairing agents, BR/EDR, advertisement monitors.
+/// Not modelled: `AcquireNotify` (answers `NotSupported`, as BlueZ does for
+/// a characteristic without the flag; clients use StartNotify, bleak's
+/// default too), pairing agents, BR/EDR, advertisement monitors.
 @MainActor
 package final class FakeBlueZ {
     package let environment: XTalkSimulatedEnvironment
@@ -38,6 +46,24 @@ package final class FakeBlueZ {
     package var holdsServicesResolved = false
     /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
     package private(set) var callCounts: [String: Int] = [:]
+    /// Packets received on AcquireWrite sockets (for tests: which way writes came).
+    package private(set) var socketPacketCount = 0
+    /// The inode of both ends of every AcquireWrite socket made (for tests:
+    /// no descriptor of this process may still refer to one after its link).
+    package private(set) var writeSocketInodes: [UInt64] = []
+    /// After this many socket packets, hang the sockets up (once), as
+    /// `hangUpWriteSockets` does: the fault "an AcquireWrite fd hung up" mid-stream.
+    package var hangUpWriteSocketsAfterPackets: Int?
+    /// The send buffer of the sockets handed over (SO_SNDBUF, bytes; nil: the
+    /// system's, some hundreds of packets): small, a client meets a full
+    /// socket within one send (a BlueZ that reads slowly).
+    package var writeSocketSendBuffer: Int?
+    /// AcquireWrite sockets open now (for tests: every one is closed after its link).
+    package var openWriteSocketCount: Int {
+        devices.values.reduce(0) { count, device in
+            count + device.services.flatMap(\.characteristics).filter { $0.writeSocket != nil }.count
+        }
+    }
     package private(set) var busName = ""
     /// The addresses of the devices bluetoothd knows, in path order.
     package var deviceAddresses: [String] { devices.values.map(\.address).sorted() }
@@ -135,6 +161,22 @@ package final class FakeBlueZ {
             let peripheral = environment.peripheral(id: device.id)
         else { return }
         peripheral.disconnect(reason == "remote" ? .terminatedByDevice : .supervisionTimeout)
+    }
+
+    /// BlueZ closes every AcquireWrite socket of the device at `address`
+    /// while the link stays (as it does when it must renegotiate the MTU):
+    /// what the client wrote before is read and delivered first; its next
+    /// write fails and WriteValue works again. Returns how many were closed.
+    @discardableResult
+    package func hangUpWriteSockets(address: String) -> Int {
+        guard let device = devices.values.first(where: { $0.address == address.uppercased() }) else { return 0 }
+        var closed = 0
+        for characteristic in device.services.flatMap(\.characteristics) where characteristic.writeSocket != nil {
+            characteristic.writeSocket?.drainNow()
+            releaseWriteSocket(characteristic)
+            closed += 1
+        }
+        return closed
     }
 
     /// Sends `value` as `count` notifications of every subscribed
@@ -302,7 +344,9 @@ package final class FakeBlueZ {
     private func linkEnded(_ device: FakeDevice, reason: String, message: String) {
         let wasConnected = device.connected
         let pendingCalls = device.services.flatMap { service in
-            service.characteristics.flatMap { $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.map(\.call) }
+            service.characteristics.flatMap {
+                $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.compactMap(\.call)
+            }
         }
         if device.resolved { changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(false)]) }
         if wasConnected {
@@ -316,6 +360,10 @@ package final class FakeBlueZ {
             for characteristic in service.characteristics where characteristic.notifying {
                 characteristic.notifying = false
                 changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Notifying": .boolean(false)])
+            }
+            // The sockets close with the link: the client sees a hang-up.
+            for characteristic in service.characteristics where characteristic.writeSocket != nil {
+                releaseWriteSocket(characteristic)
             }
         }
         for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Not connected", to: call) }
@@ -466,6 +514,13 @@ package final class FakeBlueZ {
             guard call.body.count == 2, let value = call.body[0].bytesValue else {
                 return reply(error: "org.bluez.Error.InvalidArguments", "Invalid arguments", to: call)
             }
+            // BlueZ: WriteValue is locked while the AcquireWrite socket is held.
+            // A client that closed it before this call sees it released (what
+            // it wrote and its close came first).
+            characteristic.writeSocket?.drainNow()
+            guard characteristic.writeSocket == nil else {
+                return reply(error: "org.bluez.Error.NotPermitted", "Write acquired", to: call)
+            }
             let options = call.body[1].propertyMapValue ?? [:]
             let type = options["type"]?.stringValue ?? (flags.contains(.write) ? "request" : "command")
             if type == "command" {
@@ -504,7 +559,9 @@ package final class FakeBlueZ {
             radio.setNotifyValue(false, for: characteristic.reference, of: device.id)
             reply(to: call)
             changed(characteristic.path, "org.bluez.GattCharacteristic1", ["Notifying": .boolean(false)])
-        case "AcquireWrite", "AcquireNotify":
+        case "AcquireWrite":
+            acquireWrite(call, device, characteristic)
+        case "AcquireNotify":
             reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
         default:
             reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
@@ -530,17 +587,78 @@ package final class FakeBlueZ {
         }
     }
 
-    /// Writes without response go to the radio as its flow control allows; each is answered once handed over.
+    /// Writes without response go to the radio as its flow control allows;
+    /// a WriteValue is answered once handed over, a socket read on while the
+    /// radio keeps up.
     private func flushCommands(_ device: FakeDevice) {
         for service in device.services {
             for characteristic in service.characteristics {
                 while let next = characteristic.commands.first, radio.canSendWriteWithoutResponse(device.id) {
                     characteristic.commands.removeFirst()
                     radio.writeValue(next.value, for: characteristic.reference, of: device.id, type: .withoutResponse)
-                    reply(to: next.call)
+                    if let call = next.call { reply(to: call) }
+                }
+                if characteristic.commands.count >= Self.socketBacklog {
+                    characteristic.writeSocket?.pause()
+                } else {
+                    characteristic.writeSocket?.resume()
                 }
             }
         }
+    }
+
+    /// Packets read from a socket and not yet taken by the radio, at most.
+    static let socketBacklog = 8
+
+    /// AcquireWrite (doc/org.bluez.GattCharacteristic.rst): the client's end
+    /// of a SOCK_SEQPACKET pair and the ATT MTU.
+    private func acquireWrite(_ call: DBusMessage, _ device: FakeDevice, _ characteristic: FakeCharacteristic) {
+        guard characteristic.info.properties.contains(.writeWithoutResponse) else {
+            return reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
+        }
+        guard characteristic.writeSocket == nil else {
+            return reply(error: "org.bluez.Error.NotPermitted", "Write acquired", to: call)
+        }
+        guard bus?.passesFileDescriptors == true else {
+            return reply(error: "org.bluez.Error.NotSupported", "the bus passes no file descriptors", to: call)
+        }
+        let socket: FakeWriteSocket
+        do {
+            socket = try FakeWriteSocket(
+                sendBuffer: writeSocketSendBuffer,
+                onPacket: { [weak self, weak device, weak characteristic] packet in
+                    guard let self, let device, let characteristic else { return }
+                    self.socketPacketCount += 1
+                    // A packet longer than the ATT MTU allows is dropped, as BlueZ's ATT layer refuses it.
+                    guard packet.count <= characteristic.mtu - 3 else { return }
+                    characteristic.commands.append((packet, nil))
+                    self.flushCommands(device)
+                    if let limit = self.hangUpWriteSocketsAfterPackets, self.socketPacketCount >= limit {
+                        self.hangUpWriteSocketsAfterPackets = nil
+                        self.hangUpWriteSockets(address: device.address)
+                    }
+                },
+                onRelease: { [weak self, weak characteristic] in
+                    guard let self, let characteristic else { return }
+                    self.releaseWriteSocket(characteristic)
+                })
+        } catch {
+            return reply(error: "org.bluez.Error.Failed", "\(error)", to: call)
+        }
+        characteristic.writeSocket = socket
+        writeSocketInodes += socket.inodes
+        var message = DBusMessage.methodReturn(to: call, body: [.unixFD(0), .uint16(UInt16(characteristic.mtu))])
+        message.fileDescriptors = socket.handOver().map { [$0] } ?? []
+        emit(message)
+        changed(characteristic.path, "org.bluez.GattCharacteristic1", ["WriteAcquired": .boolean(true)])
+    }
+
+    /// The socket closes (or the client closed it): WriteValue is unlocked.
+    private func releaseWriteSocket(_ characteristic: FakeCharacteristic) {
+        guard let socket = characteristic.writeSocket else { return }
+        characteristic.writeSocket = nil
+        socket.hangUp()
+        changed(characteristic.path, "org.bluez.GattCharacteristic1", ["WriteAcquired": .boolean(false)])
     }
 
     /// The control interface, for programs that run the fake in another process (bleak's check, the bench).
@@ -566,6 +684,11 @@ package final class FakeBlueZ {
                 return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "Notify(address, value, count)", to: call)
             }
             reply(to: call, [.uint32(UInt32(clamping: notify(address: address, value: value, count: Int(count))))])
+        case "HangUpWriteSockets":
+            guard let address = call.body.first?.stringValue else {
+                return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "HangUpWriteSockets(address)", to: call)
+            }
+            reply(to: call, [.uint32(UInt32(hangUpWriteSockets(address: address)))])
         case "FailNext":
             guard call.body.count == 2, let method = call.body[0].stringValue, let error = call.body[1].stringValue
             else { return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "FailNext(method, error)", to: call) }
@@ -823,7 +946,9 @@ final class FakeCharacteristic {
     var readCalls: [DBusMessage] = []
     var writeCalls: [DBusMessage] = []
     var notifyCalls: [DBusMessage] = []
-    var commands: [(value: Data, call: DBusMessage)] = []
+    /// Writes without response waiting for the radio: by WriteValue (answered when taken) or from the socket.
+    var commands: [(value: Data, call: DBusMessage?)] = []
+    var writeSocket: FakeWriteSocket?
 
     init(
         path: String, servicePath: String, info: BleCharacteristicInfo, reference: BleCharacteristicRef, mtu: Int,
@@ -849,8 +974,12 @@ final class FakeCharacteristic {
             "Value": .bytes(Data()), "Flags": .stringArray(flags), "MTU": .uint16(UInt16(clamping: mtu)),
             "Handle": .uint16(FakeDevice.handle(of: path)),
         ]
-        // Only a characteristic that can notify has Notifying (BlueZ's property exists-callback).
+        // Only a characteristic that can notify has Notifying, only one that can be
+        // written without response has WriteAcquired (BlueZ's property exists-callbacks).
         if descriptorPath != nil { properties["Notifying"] = .boolean(notifying) }
+        if info.properties.contains(.writeWithoutResponse) {
+            properties["WriteAcquired"] = .boolean(writeSocket != nil)
+        }
         return properties
     }
 

@@ -41,6 +41,7 @@ CCCD = "00002902-0000-1000-8000-00805f9b34fb"
 NAME = "xTalk-0001"
 ADDRESS = "C0:FF:EE:00:00:01"
 MANUFACTURER = {0xFFFF: bytes.fromhex("01C0FFEE000001")}
+MTU = 247  # the simulated link's ATT MTU (xtalk fake-bluez's default)
 
 # Unsolicited lines the radio firmware may send at any time (received frames, CRC errors): not part of a reply.
 UNSOLICITED = (b"+DI:", b"+CRCERR:")
@@ -302,6 +303,14 @@ class Checker:
         assert self.client is not None
         await bounded(self.client.start_notify(RX, self.lines.on_notification), REPLY_TIMEOUT, "start_notify")
 
+    async def acquire_mtu(self) -> None:
+        # bleak's documented way to learn the MTU on BlueZ: AcquireWrite on a write-without-response
+        # characteristic, a socket passed over D-Bus (UNIX_FD) and the MTU; bleak closes the socket at once.
+        # The writes that follow (WriteValue) must work: closing it released BlueZ's lock.
+        assert self.client is not None
+        await bounded(self.client._backend._acquire_mtu(), REPLY_TIMEOUT, "_acquire_mtu (AcquireWrite)")
+        expect(self.client.mtu_size == MTU, f"MTU {self.client.mtu_size}, wanted {MTU}")
+
     async def ping(self, token: str, response: bool) -> None:
         assert self.client is not None
         self.lines.clear()
@@ -368,6 +377,7 @@ class Checker:
             await self.run("second session: same GATT database, its Disconnect", self.second_session, connected)
             connected = await self.run("reconnect", self.reconnect, connected)
             notifying = await self.run("start_notify", self.start_notify, connected)
+            await self.run("AcquireWrite gives the MTU and a socket", self.acquire_mtu, connected)
             await self.run("write-without-response ping", lambda: self.ping("bleak", False), notifying)
             await self.run("write-with-response ping", lambda: self.ping("bleak", True), notifying)
             await self.run("WriteValue InProgress is retried", self.in_progress, notifying)

@@ -57,7 +57,7 @@ struct BleakFidelityTests {
         let status = check.wait(timeout: .seconds(10))
         #expect(status == 0, "bleak_check.py exited \(status.map(String.init) ?? "late"):\n\(output)")
         let passed = output.split(separator: "\n").filter { $0.hasPrefix("PASS ") }.count
-        #expect(passed >= 12, "every check ran:\n\(output)")
+        #expect(passed == 13, "every check ran:\n\(output)")
         #expect(!output.contains("FAIL "), "\(output)")
     }
 }

@@ -94,7 +94,8 @@ struct BlueZFaultTests {
         client.teardown()
     }
 
-    @Test("InProgress from BlueZ is retried, never reported: Connect, StartNotify, WriteValue, ReadValue")
+    /// (InProgress on WriteValue, the path without AcquireWrite's socket, is in BlueZWriteSocketTests.)
+    @Test("InProgress from BlueZ is retried, never reported: Connect, StartNotify, AcquireWrite, ReadValue")
     func inProgressIsRetried() async throws {
         let rig = try await BlueZRig.start()
         defer { rig.stop() }
@@ -104,8 +105,10 @@ struct BlueZFaultTests {
         _ = try await client.connectFirstDevice(rig: rig)
         #expect(rig.fake.callCounts["Connect"] == 2)
         #expect(rig.fake.callCounts["StartNotify"] == 2)
-        rig.fake.failNext("WriteValue", with: "InProgress")
+        rig.fake.failNext("AcquireWrite", with: "InProgress")
         #expect(try await client.runAtCommand("AT+PING=one") == ["+PING:one", "OK"])
+        #expect(rig.fake.callCounts["AcquireWrite"] == 2)
+        #expect(rig.fake.socketPacketCount > 0)
         rig.fake.failNext("ReadValue", with: "InProgress")
         #expect(await client.fetchBatteryLevel() != nil)
         client.teardown()

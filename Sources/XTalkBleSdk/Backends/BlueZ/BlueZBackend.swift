@@ -26,12 +26,21 @@ import XTalkDBus
 //   characteristic. A read also changes Value: only subscribed
 //   characteristics' changes are notifications (a read's value comes from
 //   its reply).
-// - Writes: WriteValue with type "request" (with response) or "command"
-//   (without). Writes without response go one at a time: BlueZ answers a
-//   command write once it has queued it, and with one in flight a retried
-//   write can never overtake a later one. `canSendWriteWithoutResponse` is
-//   false while one is in flight; `.readyToSendWriteWithoutResponse` follows
-//   its reply.
+// - Writes without response go through the socket AcquireWrite hands over
+//   (one packet per write, one system call instead of a D-Bus round trip)
+//   when the characteristic offers it (its WriteAcquired property exists) and
+//   the bus passes file descriptors. A full socket is BlueZ's flow control:
+//   the writes wait for room. When BlueZ hangs the socket up while the link
+//   stays, or AcquireWrite fails, the rest go by WriteValue type "command"
+//   for that connection, starting with the packet the socket refused: none
+//   is lost or reordered. By WriteValue they go one at a time (BlueZ answers
+//   a command write once it has queued it, and with one in flight a retried
+//   write can never overtake a later one). `canSendWriteWithoutResponse` is
+//   false while writes wait; `.readyToSendWriteWithoutResponse` follows.
+// - Writes with response: WriteValue type "request". BlueZ refuses WriteValue
+//   (NotPermitted) while the socket is held, so a write with response
+//   releases it first (closing it; BlueZ may see the close a moment after the
+//   call, so NotPermitted is then retried like InProgress).
 // - org.bluez.Error.InProgress (concurrent operations on one characteristic,
 //   or a connect already under way) is retried, never reported.
 // - The MTU is GattCharacteristic1.MTU (BlueZ 5.62+), read at write time.
@@ -78,6 +87,15 @@ package final class BlueZBackend: BleBackend {
         /// objects once the services are resolved (writes must not search the tree).
         var paths: [BleCharacteristicRef: String] = [:]
         var mtu = 23
+        /// AcquireWrite's socket per characteristic path; dropping one closes it.
+        var writeSockets: [String: WriteSocketState] = [:]
+    }
+
+    private enum WriteSocketState {
+        case acquiring
+        case acquired(BlueZWriteSocket)
+        /// Not offered, refused, hung up or released: WriteValue for the rest of the connection.
+        case unavailable
     }
 
     private let addresses: [DBusAddress]
@@ -628,9 +646,15 @@ package final class BlueZBackend: BleBackend {
         else { return }
         switch type {
         case .withResponse:
+            var released = false
+            if case .acquired? = connections[peripheral]?.writeSockets[path] {
+                connections[peripheral]?.writeSockets[path] = .unavailable  // closes it: BlueZ unlocks WriteValue
+                released = true
+            }
             callRetrying(
                 peripheral, generation, path: path, member: "WriteValue",
-                body: [.bytes(data), .propertyMap(["type": .string("request")])]
+                body: [.bytes(data), .propertyMap(["type": .string("request")])],
+                alsoRetrying: released ? "org.bluez.Error.NotPermitted" : nil
             ) { [weak self] reply in
                 var failure: BleBackendError?
                 if case .failure(let error) = reply { failure = BlueZ.error(error, doing: "Writing") }
@@ -642,11 +666,83 @@ package final class BlueZBackend: BleBackend {
         }
     }
 
-    /// Sends the first queued write without response, one at a time.
+    /// Sends the queued writes without response: through AcquireWrite's
+    /// socket while it takes them, else by WriteValue one at a time.
     private func sendNextCommand(_ peripheral: UUID, _ generation: UInt64) {
-        guard let connection = connections[peripheral], connection.generation == generation,
+        while let connection = connections[peripheral], connection.generation == generation,
             !connection.commandInFlight, let next = connection.commands.first
+        {
+            switch connection.writeSockets[next.path] {
+            case .acquired(let socket)?:
+                switch socket.send(next.data) {
+                case .sent:
+                    connections[peripheral]?.commands.removeFirst()
+                    continue
+                case .full:
+                    socket.waitForRoom()
+                    return
+                case .hungUp:
+                    // The packet is still first in line: it goes by WriteValue.
+                    connections[peripheral]?.writeSockets[next.path] = .unavailable
+                    continue
+                }
+            case .acquiring?:
+                return
+            case nil where offersWriteSocket(next.path):
+                acquireWriteSocket(peripheral, generation, path: next.path)
+                return
+            case nil, .unavailable?:
+                writeCommand(peripheral, generation, next)
+                return
+            }
+        }
+        guard connections[peripheral]?.generation == generation, connections[peripheral]?.commands.isEmpty == true,
+            connections[peripheral]?.commandInFlight == false, connections[peripheral]?.owesReady == true
         else { return }
+        connections[peripheral]?.owesReady = false
+        later(peripheral, generation) { .readyToSendWriteWithoutResponse(peripheral: peripheral) }
+    }
+
+    /// BlueZ offers AcquireWrite where the WriteAcquired property exists (write-without-response characteristics).
+    private func offersWriteSocket(_ path: String) -> Bool {
+        bus?.passesFileDescriptors == true
+            && tree.properties(path, BlueZInterface.characteristic)?["WriteAcquired"] != nil
+    }
+
+    private func acquireWriteSocket(_ peripheral: UUID, _ generation: UInt64, path: String) {
+        connections[peripheral]?.writeSockets[path] = .acquiring
+        connections[peripheral]?.commandInFlight = true
+        callRetrying(peripheral, generation, path: path, member: "AcquireWrite", body: [.propertyMap([:])]) {
+            [weak self] reply in
+            guard let self else { return }
+            var state = WriteSocketState.unavailable
+            if case .success(let message) = reply, case .unixFD(let index)? = message.body.first,
+                Int(index) < message.fileDescriptors.count
+            {
+                state = .acquired(
+                    BlueZWriteSocket(
+                        descriptor: message.fileDescriptors[Int(index)],
+                        onRoom: { [weak self] in self?.sendNextCommand(peripheral, generation) },
+                        onHangUp: { [weak self] in self?.writeSocketHungUp(peripheral, generation, path: path) }))
+            }
+            self.connections[peripheral]?.writeSockets[path] = state
+            self.connections[peripheral]?.commandInFlight = false
+            self.sendNextCommand(peripheral, generation)
+        }
+    }
+
+    /// BlueZ closed the socket while the link stays: closed here too, and
+    /// writes go by WriteValue for the rest of the connection.
+    private func writeSocketHungUp(_ peripheral: UUID, _ generation: UInt64, path: String) {
+        guard connections[peripheral]?.generation == generation,
+            case .acquired? = connections[peripheral]?.writeSockets[path]
+        else { return }
+        connections[peripheral]?.writeSockets[path] = .unavailable
+        sendNextCommand(peripheral, generation)
+    }
+
+    /// One write without response by WriteValue; the next follows its reply.
+    private func writeCommand(_ peripheral: UUID, _ generation: UInt64, _ next: (data: Data, path: String)) {
         connections[peripheral]?.commandInFlight = true
         callRetrying(
             peripheral, generation, path: next.path, member: "WriteValue",
@@ -657,12 +753,7 @@ package final class BlueZBackend: BleBackend {
             guard let self, self.connections[peripheral]?.generation == generation else { return }
             self.connections[peripheral]?.commands.removeFirst()
             self.connections[peripheral]?.commandInFlight = false
-            if self.connections[peripheral]?.commands.isEmpty == false {
-                self.sendNextCommand(peripheral, generation)
-            } else if self.connections[peripheral]?.owesReady == true {
-                self.connections[peripheral]?.owesReady = false
-                self.emit(.readyToSendWriteWithoutResponse(peripheral: peripheral))
-            }
+            self.sendNextCommand(peripheral, generation)
         }
     }
 
@@ -690,19 +781,20 @@ package final class BlueZBackend: BleBackend {
     /// `InProgress`; `completion` runs only while the connection is current.
     private func callRetrying(
         _ peripheral: UUID, _ generation: UInt64, path: String, member: String, body: [DBusValue],
-        attempt: Int = 0, completion: @escaping @MainActor (Result<DBusMessage, DBusError>) -> Void
+        alsoRetrying transient: String? = nil, attempt: Int = 0,
+        completion: @escaping @MainActor (Result<DBusMessage, DBusError>) -> Void
     ) {
         bus?.call(
             destination: "org.bluez", path: path, interface: BlueZInterface.characteristic, member: member, body: body
         ) { [weak self] reply in
             guard let self, self.connections[peripheral]?.generation == generation else { return }
-            if case .failure(let error) = reply, error.name == "org.bluez.Error.InProgress",
+            if case .failure(let error) = reply, error.name == "org.bluez.Error.InProgress" || error.name == transient,
                 attempt < Self.maximumRetries
             {
                 _ = self.scheduler.schedule(after: Self.retryDelay) { [weak self] in
                     self?.callRetrying(
-                        peripheral, generation, path: path, member: member, body: body, attempt: attempt + 1,
-                        completion: completion)
+                        peripheral, generation, path: path, member: member, body: body, alsoRetrying: transient,
+                        attempt: attempt + 1, completion: completion)
                 }
                 return
             }
