@@ -162,7 +162,7 @@ struct ConnectionStateMachineTests {
         #expect(!machine.published.deviceControlReady)
     }
 
-    @Test("the address: xTalk's manufacturer data first, else the platform's own")
+    @Test("the address: the platform's own where it gives one (BlueZ), else xTalk's manufacturer data")
     func address() {
         var machine = ConnectionStateMachine(connectTimeout: .seconds(10), radio: .poweredOn)
         _ = machine.startScan()
@@ -180,7 +180,16 @@ struct ConnectionStateMachineTests {
             BleAdvertisement(
                 localName: "b", manufacturerData: otherCompany, serviceUUIDs: [], platformAddress: "aa:bb:cc:dd:ee:ff"),
             rssi: -50)
-        #expect(machine.published.scanResults.map(\.address) == ["A0:B1:C2:D3:E4:F5", "AA:BB:CC:DD:EE:FF"])
+        let third = UUID()
+        _ = machine.peripheralDiscovered(
+            third, BleAdvertisement(localName: "c", manufacturerData: data, serviceUUIDs: []), rssi: -50)
+        let fourth = UUID()
+        _ = machine.peripheralDiscovered(
+            fourth, BleAdvertisement(localName: "d", manufacturerData: otherCompany, serviceUUIDs: []), rssi: -50)
+        #expect(
+            machine.published.scanResults.map(\.address) == [
+                "00:11:22:33:44:55", "AA:BB:CC:DD:EE:FF", "A0:B1:C2:D3:E4:F5", nil,
+            ])
     }
 
     @Test("another device family's profile: the machine asks for its services and characteristics, nothing of xTalk's")

@@ -80,10 +80,12 @@ package struct GattProfile: Sendable, Hashable {
         optionalServices.first { $0.service == uuid }
     }
 
-    /// The address the advertisement's manufacturer data carries in this
-    /// profile's format (six bytes as uppercase hex pairs joined by colons),
-    /// else the platform's own address, uppercased.
+    /// The platform's own address, uppercased, where it supplies one (BlueZ:
+    /// the address `bluetoothctl` shows and connects to); else (CoreBluetooth
+    /// hides addresses) the one the advertisement's manufacturer data carries
+    /// in this profile's format (six bytes as uppercase hex pairs joined by colons).
     package func address(from advertisement: BleAdvertisement) -> String? {
+        if let platform = advertisement.platformAddress { return platform.uppercased() }
         if let format = advertisedAddress, let data = advertisement.manufacturerData, data.count >= 9 {
             let bytes = Array(data)
             let company = UInt16(bytes[0]) | UInt16(bytes[1]) << 8
@@ -91,7 +93,7 @@ package struct GattProfile: Sendable, Hashable {
                 return bytes[3..<9].map { Hex.encode([$0]) }.joined(separator: ":")
             }
         }
-        return advertisement.platformAddress?.uppercased()
+        return nil
     }
 }
 
