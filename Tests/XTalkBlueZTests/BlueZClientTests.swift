@@ -68,4 +68,37 @@ struct BlueZClientTests {
         #expect(await eventually { !rig.peripheral.isConnected })
         client.teardown()
     }
+
+    /// An exclusive AT session through BlueZ: its commands run back to back,
+    /// a caller outside it waits its turn (nothing inserted), and the channel
+    /// is free again afterwards.
+    @Test("an exclusive AT session: back to back through BlueZ, an outside command waits its turn")
+    func exclusiveSession() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        var entered = false
+        var outsideSubmitted = false
+        let session = Task {
+            try await client.withExclusiveAtSession { client in
+                entered = true
+                _ = await eventually { outsideSubmitted }
+                var replies: [[String]] = []
+                for index in 0..<3 { replies.append(try await client.runAtCommand("AT+PING=\(index)")) }
+                return replies
+            }
+        }
+        #expect(await eventually { entered })
+        // Outside the session (a task started inside it would belong to it).
+        let outside = Task { try await client.runAtCommand("AT+PING=outside") }
+        await Task.yield()
+        outsideSubmitted = true
+        let inside = try await session.value
+        #expect(inside == [["+PING:0", "OK"], ["+PING:1", "OK"], ["+PING:2", "OK"]])
+        #expect(try await outside.value == ["+PING:outside", "OK"])
+        #expect(
+            rig.peripheral.processedCommands.suffix(4) == ["AT+PING=0", "AT+PING=1", "AT+PING=2", "AT+PING=outside"])
+        client.teardown()
+    }
 }
