@@ -11,9 +11,11 @@
 //   XTalkCrypto        → XTalkLibCrypto (Linux): Ed25519 + CSPRNG seam (CryptoKit / libcrypto)
 //   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
+//   XTalkBleBridge     → XTalkBleSdk (the backend seam): seed 004's low-level transport bridge for OneKey's
+//                        JavaScript SDK (sans-I/O device machine, driver, JSON router)
 //   XTalkFakeBlueZ     → XTalkDBus, the simulator: a BlueZ of our own on a private dbus-daemon (tests, bench)
 //   XTalkChaos         → the SDKs and the simulator: seeded chaos scenarios (tests, `xtalk chaos`)
-//   XTalkCLI           → the SDKs, the simulator, the chaos engine and the fake BlueZ: the tool's commands,
+//   XTalkCLI           → the SDKs, the bridge, the simulator, the chaos engine and the fake BlueZ: the tool's commands,
 //                        testable in-process
 //   xtalk              → XTalkCLI (the executable: real clock, stdin/stdout, signals)
 //
@@ -82,13 +84,14 @@ let package = Package(
             name: "XTalkSimulator",
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
         ),
+        .target(name: "XTalkBleBridge", dependencies: ["XTalkBleSdk"]),
         .target(name: "XTalkFakeBlueZ", dependencies: ["XTalkDBus", "XTalkBleSdk", "XTalkSimulator"]),
         .target(name: "XTalkChaos", dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]),
         .target(
             name: "XTalkCLI",
             dependencies: [
                 "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkCrypto", "XTalkChaos", "XTalkFakeBlueZ",
-                "XTalkDBus",
+                "XTalkDBus", "XTalkBleBridge",
             ]
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
@@ -118,6 +121,9 @@ let package = Package(
                 "XTalkTestSupport",
             ]
         ),
+        .testTarget(
+            name: "XTalkBleBridgeTests",
+            dependencies: ["XTalkBleBridge", "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport"]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]

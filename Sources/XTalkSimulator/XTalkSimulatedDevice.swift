@@ -47,6 +47,20 @@ public struct XTalkSimulatedDevice: Sendable {
         self.link = link
         self.gatt = gatt
     }
+
+    /// A device with OneKey's BLE profile and an echo firmware (seed 004's
+    /// low-level bridge): it advertises OneKey's service and no manufacturer
+    /// data, has no battery or device-information service, and notifies
+    /// every written packet back unchanged. Every link, flow-control and
+    /// GATT knob applies (missing characteristics, a refused subscription,
+    /// pairing).
+    public static func oneKeyEcho(name: String = "OneKey Pro") -> XTalkSimulatedDevice {
+        var device = XTalkSimulatedDevice(name: name, address: nil)
+        device.gatt.profile = .oneKeyEcho
+        device.gatt.hasBatteryService = false
+        device.gatt.hasDeviceInformationService = false
+        return device
+    }
 }
 
 /// Where the device's serial number comes from (`AT+ID?` reports it).
@@ -327,6 +341,10 @@ public enum XTalkSimulatedPairing: Sendable, Hashable {
 
 /// The device's GATT database (PROTOCOL.md section 2) and its variants.
 public struct XTalkSimulatedGatt: Sendable {
+    /// The device family: xTalk's passthrough and AT firmware, or OneKey's
+    /// profile with an echo firmware (the `has…`/`tx…`/`subscription…`/`write…`
+    /// knobs apply to that profile's service, write and notify characteristics).
+    public var profile: XTalkSimulatedProfile = .xTalk
     public var hasPassthroughService: Bool
     public var hasPassthroughTX: Bool
     public var hasPassthroughRX: Bool

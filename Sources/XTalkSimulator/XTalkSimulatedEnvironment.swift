@@ -281,7 +281,7 @@ public final class XTalkSimulatedEnvironment {
         let jitter = max(0, device.rssiJitter)
         let rssi = device.rssi + random.int(in: -jitter...jitter)
         var services: [BleUUID] = []
-        if device.advertisesPassthroughService { services.append(SimulatedGatt.passthroughService) }
+        if device.advertisesPassthroughService { services.append(device.gatt.passthroughServiceUUID) }
         let advertisement = BleAdvertisement(
             localName: device.name, manufacturerData: Self.manufacturerData(address: device.address),
             serviceUUIDs: services)
@@ -308,7 +308,8 @@ public final class XTalkSimulatedEnvironment {
 
     private func matchesFilter(_ peripheral: XTalkSimulatedPeripheral) -> Bool {
         guard !scanFilter.isEmpty else { return true }
-        return peripheral.device.advertisesPassthroughService && scanFilter.contains(SimulatedGatt.passthroughService)
+        return peripheral.device.advertisesPassthroughService
+            && scanFilter.contains(peripheral.device.gatt.passthroughServiceUUID)
     }
 
     /// Company id 0xFFFF (little-endian), version 0x01, then the 6-byte address,

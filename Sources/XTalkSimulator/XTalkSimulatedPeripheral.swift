@@ -239,7 +239,18 @@ public final class XTalkSimulatedPeripheral {
     // MARK: Link, called by the central
 
     func firmwareReceive(_ bytes: [UInt8]) {
-        firmware.receive(bytes)
+        switch device.gatt.profile {
+        case .xTalk: firmware.receive(bytes)
+        case .oneKeyEcho: notify(Data(bytes))  // the echo firmware: every packet back, unchanged
+        }
+    }
+
+    /// Sends `data` to the host as a packet of its own: notifications of at
+    /// most the notification size, never merged with other output (dropped
+    /// when nothing is connected or subscribed, as every device output).
+    public func notify(_ data: Data) {
+        guard let link, !link.isLost, !data.isEmpty else { return }
+        link.deviceOutput(Array(data), asPacket: true)
     }
 
     /// Sends an event of the current connection (or attempt) to the central.

@@ -212,7 +212,7 @@ package final class SimulatedCentral: BleBackend {
         guard let (peripheral, link) = connected(id, "setNotifyValue") else { return }
         // RX is encrypted on a device that requires pairing: without a bond,
         // iOS pairs first (its dialog waits on the user), then subscribes.
-        if enabled, characteristic.characteristic == SimulatedGatt.passthroughRX, !peripheral.isBonded {
+        if enabled, characteristic.characteristic == peripheral.device.gatt.rxUUID, !peripheral.isBonded {
             switch peripheral.device.gatt.pairing {
             case .notRequired:
                 break
@@ -253,7 +253,7 @@ package final class SimulatedCentral: BleBackend {
                 return
             }
             if let refusal = peripheral.device.gatt.subscriptionRefusal,
-                characteristic.characteristic == SimulatedGatt.passthroughRX
+                characteristic.characteristic == peripheral.device.gatt.rxUUID
             {
                 peripheral.post(
                     .notificationStateUpdated(
@@ -261,7 +261,7 @@ package final class SimulatedCentral: BleBackend {
                         error: BleBackendError(.insufficientAuthentication, refusal)))
                 return
             }
-            if characteristic.characteristic == SimulatedGatt.passthroughRX { link.setSubscribed(enabled) }
+            if characteristic.characteristic == peripheral.device.gatt.rxUUID { link.setSubscribed(enabled) }
             peripheral.post(
                 .notificationStateUpdated(
                     peripheral: id, characteristic: characteristic, isNotifying: enabled, error: nil))
@@ -292,7 +292,7 @@ package final class SimulatedCentral: BleBackend {
     package func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of id: UUID, type: BleWriteType) {
         guard let (peripheral, link) = connected(id, "writeValue") else { return }
         let info = SimulatedGattDatabase.characteristic(characteristic, in: peripheral.device.gatt)
-        let isTX = characteristic.characteristic == SimulatedGatt.passthroughTX && info != nil
+        let isTX = characteristic.characteristic == peripheral.device.gatt.txUUID && info != nil
         if isTX { peripheral.hostWrote(data) }
         if isTX, let refusal = peripheral.device.gatt.writeRefusal {
             peripheral.droppedWrites += 1
@@ -369,9 +369,9 @@ struct SimulatedGattDatabase {
                 characteristics.append(Self.passthroughTX(gatt))
             }
             if gatt.hasPassthroughRX {
-                characteristics.append(BleCharacteristicInfo(uuid: SimulatedGatt.passthroughRX, properties: [.notify]))
+                characteristics.append(BleCharacteristicInfo(uuid: gatt.rxUUID, properties: [.notify]))
             }
-            services.append(Service(uuid: SimulatedGatt.passthroughService, characteristics: characteristics))
+            services.append(Service(uuid: gatt.passthroughServiceUUID, characteristics: characteristics))
         }
         if gatt.hasBatteryService {
             services.append(
@@ -400,7 +400,7 @@ struct SimulatedGattDatabase {
     /// The characteristic `ref` names, if `gatt` has it. The passthrough TX,
     /// written for every AT line, is answered without building the database.
     static func characteristic(_ ref: BleCharacteristicRef, in gatt: XTalkSimulatedGatt) -> BleCharacteristicInfo? {
-        guard ref.service == SimulatedGatt.passthroughService, ref.characteristic == SimulatedGatt.passthroughTX else {
+        guard ref.service == gatt.passthroughServiceUUID, ref.characteristic == gatt.txUUID else {
             return SimulatedGattDatabase(gatt).characteristic(ref)
         }
         guard gatt.hasPassthroughService, gatt.hasPassthroughTX else { return nil }
@@ -409,7 +409,7 @@ struct SimulatedGattDatabase {
 
     private static func passthroughTX(_ gatt: XTalkSimulatedGatt) -> BleCharacteristicInfo {
         BleCharacteristicInfo(
-            uuid: SimulatedGatt.passthroughTX,
+            uuid: gatt.txUUID,
             properties: gatt.txSupportsWriteWithoutResponse ? [.write, .writeWithoutResponse] : [.write])
     }
 

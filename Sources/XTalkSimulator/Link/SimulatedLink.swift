@@ -31,6 +31,9 @@ final class SimulatedLink {
     private(set) var subscribed = false
     private var uplink: [UplinkPacket] = []
     private var downlink: [UInt8] = []
+    /// Stream positions no notification crosses: the edges of packets an
+    /// echo device sends back (its notifications are never merged).
+    private var packetEdges: [Int] = []
     private var eventTimer: TimerToken?
     /// Timers other than the connection event, with their deadlines (pruned as they pass).
     private var otherTimers: [(token: TimerToken, deadline: Duration)] = []
@@ -99,6 +102,7 @@ final class SimulatedLink {
         otherTimers.removeAll()
         uplink.removeAll()
         downlink.removeAll()
+        packetEdges.removeAll()
     }
 
     /// Runs `action` after `delay` if this is still the peripheral's connection.
@@ -165,9 +169,17 @@ final class SimulatedLink {
     /// Bytes the device's UART produced; they leave as notifications when the
     /// host is subscribed (a BLE module cannot notify otherwise). Returns how
     /// many were queued, and where they start in this connection's stream.
+    /// `asPacket`: the bytes leave in notifications of their own (cut at the
+    /// notification size, never merged with bytes before or after).
     @discardableResult
-    func deviceOutput(_ bytes: [UInt8]) -> (queued: Int, streamStart: Int) {
+    func deviceOutput(_ bytes: [UInt8], asPacket: Bool = false) -> (queued: Int, streamStart: Int) {
         let start = deviceBytesEnqueued
+        defer {
+            if asPacket, deviceBytesEnqueued > start {
+                if start > deviceBytesDelivered, packetEdges.last != start { packetEdges.append(start) }
+                packetEdges.append(deviceBytesEnqueued)
+            }
+        }
         guard subscribed else {
             peripheral.droppedNotificationBytes += bytes.count
             return (0, start)
@@ -249,14 +261,15 @@ final class SimulatedLink {
             let chunk = Data(downlink.prefix(count))
             downlink.removeFirst(count)
             deviceBytesDelivered += count
+            while let edge = packetEdges.first, edge <= deviceBytesDelivered { packetEdges.removeFirst() }
             peripheral.notified(upTo: deviceBytesDelivered)
             if !chunk.isEmpty {
                 peripheral.post(
                     .valueUpdated(
                         peripheral: peripheral.id,
                         characteristic: BleCharacteristicRef(
-                            service: SimulatedGatt.passthroughService,
-                            characteristic: SimulatedGatt.passthroughRX),
+                            service: peripheral.device.gatt.passthroughServiceUUID,
+                            characteristic: peripheral.device.gatt.rxUUID),
                         value: chunk, error: nil))
             }
             if let lose {
@@ -282,7 +295,8 @@ final class SimulatedLink {
     }
 
     private func notificationSize(available: Int) -> Int {
-        let maximum = min(available, mtu - 3)
+        let toEdge = packetEdges.first.map { $0 - deviceBytesDelivered } ?? available
+        let maximum = max(1, min(available, mtu - 3, toEdge))
         switch configuration.notificationSplit {
         case .packed: return maximum
         case .singleBytes: return 1

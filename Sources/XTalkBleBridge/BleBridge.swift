@@ -1,0 +1,331 @@
+import Foundation
+import XTalkBleSdk
+
+/// The low-level transport bridge (seed 004) over the backend seam: the
+/// plugin contract of OneKey's JavaScript SDK (`enumerate`, `connect`,
+/// `disconnect`, `send`, `receive`, `getProtocolV2PacketCapacity`, `init`),
+/// one `BridgeDeviceMachine` per device. Every request is answered exactly
+/// once, on the main actor. Hosts (the WebKit handler, `xtalk bridge
+/// --stdio`) reach it through `BridgeRouter`.
+@MainActor
+package final class BleBridge {
+    package typealias Completion = @MainActor (Result<BridgeValue, BridgeError>) -> Void
+
+    /// The plugin's `version`.
+    package static let version = "1.0.0"
+    /// The largest capacity the JavaScript SDK uses (it clamps to 244).
+    package static let maximumCapacity = 244
+
+    package let backend: any BleBackend
+    package let profile: BridgeProfile
+    package let settings: BridgeDeviceMachine.Settings
+    /// How long `enumerate` scans before it answers.
+    package var enumerateWindow: Duration = .seconds(1)
+    /// How long a call waits for Bluetooth's first state (or the end of a reset).
+    package var stateWait: Duration = .seconds(10)
+
+    private var machines: [UUID: BridgeDeviceMachine] = [:]
+    private var timers: [UUID: [BridgeTimer: TimerToken]] = [:]
+    private var completions: [BridgeRequestID: Completion] = [:]
+    private var nextRequest: BridgeRequestID = 0
+    /// Devices heard (or connected) and their names, in the order first heard.
+    private var names: [UUID: String] = [:]
+    private var order: [UUID] = []
+    private var heardThisScan: Set<UUID> = []
+    private var enumerateWaiters: [Completion] = []
+    private var enumerateTimer: TimerToken?
+    private var activated = false
+    private var stateWaiters: [(run: @MainActor () -> Void, fail: @MainActor (BridgeError) -> Void)] = []
+    private var stateTimer: TimerToken?
+
+    package init(
+        backend: any BleBackend, profile: BridgeProfile = .oneKey,
+        settings: BridgeDeviceMachine.Settings = BridgeDeviceMachine.Settings()
+    ) {
+        self.backend = backend
+        self.profile = profile
+        self.settings = settings
+        backend.eventHandler = { [weak self] event in self?.handle(event) }
+    }
+
+    // MARK: The plugin's methods
+
+    /// `init()`: asks for Bluetooth (the permission prompt appears now). Never
+    /// fails: the SDK does not await it; problems surface from the other calls.
+    package func initialize() {
+        activateIfNeeded()
+    }
+
+    /// `enumerate()`: the devices with the profile's service heard during a
+    /// scan of `enumerateWindow`, and those connected through the bridge.
+    package func enumerate(_ completion: @escaping Completion) {
+        whenUsable(completion) { [self] in
+            enumerateWaiters.append(completion)
+            guard enumerateTimer == nil else { return }  // a scan is under way: its answer is everyone's
+            heardThisScan = []
+            backend.scanForPeripherals(withServices: [profile.service])
+            enumerateTimer = backend.scheduler.schedule(after: enumerateWindow) { [weak self] in
+                self?.finishEnumerate(.success(()))
+            }
+        }
+    }
+
+    package func connect(uuid: String, _ completion: @escaping Completion) {
+        guard let id = UUID(uuidString: uuid) else {
+            return completion(.failure(BridgeError(.connected, "\"\(uuid)\" is not a device id")))
+        }
+        whenUsable(completion) { [self] in
+            guard machines[id] != nil || names[id] != nil else {
+                return completion(.failure(BridgeError(.connected, "no device \(uuid) was found: enumerate first")))
+            }
+            let request = register(completion)
+            update(id) { $0.connect(request) }
+        }
+    }
+
+    package func disconnect(uuid: String, _ completion: @escaping Completion) {
+        guard let id = UUID(uuidString: uuid), machines[id] != nil else { return completion(.success(.null)) }
+        let request = register(completion)
+        update(id) { $0.disconnect(request) }
+    }
+
+    /// `send(uuid, hex, options)`: `withoutResponse` nil is the contract's default (without response).
+    package func send(uuid: String, hex: String, withoutResponse: Bool?, _ completion: @escaping Completion) {
+        guard let id = UUID(uuidString: uuid) else {
+            return completion(.failure(BridgeError(.writeCharacteristic, "\"\(uuid)\" is not a device id")))
+        }
+        whenUsable(completion) { [self] in
+            let request = register(completion)
+            let capacity = capacity(of: id) ?? 20
+            update(id) { $0.send(request, hex: hex, withoutResponse: withoutResponse, capacity: capacity) }
+            pump(id)
+        }
+    }
+
+    package func receive(uuid: String, _ completion: @escaping Completion) {
+        guard let id = UUID(uuidString: uuid) else {
+            return completion(.failure(BridgeError(.deviceDisconnected, "\"\(uuid)\" is not a device id")))
+        }
+        whenUsable(completion) { [self] in
+            let request = register(completion)
+            update(id) { $0.receive(request) }
+        }
+    }
+
+    /// `getProtocolV2PacketCapacity(uuid)`: the write capacity without
+    /// response, at most 244; nil while the device is not ready.
+    package func protocolV2PacketCapacity(uuid: String) -> Int? {
+        guard let id = UUID(uuidString: uuid), machines[id]?.isReady == true else { return nil }
+        return capacity(of: id)
+    }
+
+    /// Requests not answered yet (for tests: every request is answered once).
+    package var pendingRequestCount: Int { completions.count }
+
+    /// The device's machine (for tests and the host's diagnostics).
+    package func machine(uuid: String) -> BridgeDeviceMachine? {
+        UUID(uuidString: uuid).flatMap { machines[$0] }
+    }
+
+    // MARK: Driving the machines
+
+    private func capacity(of id: UUID) -> Int? {
+        let length = backend.maximumWriteValueLength(for: .withoutResponse, of: id)
+        return length > 0 ? min(length, Self.maximumCapacity) : nil
+    }
+
+    private func register(_ completion: @escaping Completion) -> BridgeRequestID {
+        nextRequest += 1
+        completions[nextRequest] = completion
+        return nextRequest
+    }
+
+    /// Runs `step` on the device's machine, stores it, then performs its actions
+    /// (a completion may call back into the bridge: the machine is stored first).
+    private func update(_ id: UUID, _ step: (inout BridgeDeviceMachine) -> [BridgeDeviceMachine.Action]) {
+        var machine = machines[id] ?? BridgeDeviceMachine(profile: profile, settings: settings)
+        let actions = step(&machine)
+        machines[id] = machine
+        perform(actions, for: id)
+    }
+
+    /// Writes while the machine has one to make: writes without response go
+    /// as long as flow control allows (asked before each one).
+    private func pump(_ id: UUID) {
+        while machines[id] != nil {
+            var wrote = false
+            update(id) { machine in
+                let actions = machine.pump(canSendWithoutResponse: backend.canSendWriteWithoutResponse(id))
+                wrote = actions.contains { if case .write(_, .withoutResponse) = $0 { true } else { false } }
+                return actions
+            }
+            if !wrote { return }
+        }
+    }
+
+    private func perform(_ actions: [BridgeDeviceMachine.Action], for id: UUID) {
+        for action in actions {
+            switch action {
+            case .connect: backend.connect(id)
+            case .cancelLink: backend.cancelPeripheralConnection(id)
+            case .discoverServices(let services): backend.discoverServices(services, for: id)
+            case .discoverCharacteristics(let characteristics, let service):
+                backend.discoverCharacteristics(characteristics, for: service, of: id)
+            case .subscribe(let characteristic): backend.setNotifyValue(true, for: characteristic, of: id)
+            case .write(let data, let type):
+                backend.writeValue(data, for: profile.writeCharacteristic, of: id, type: type)
+            case .resolve(let request, let value): complete(request, .success(value))
+            case .reject(let request, let error): complete(request, .failure(error))
+            case .startTimer(let kind, let delay, let generation):
+                if let old = timers[id]?[kind] { backend.scheduler.cancel(old) }
+                timers[id, default: [:]][kind] = backend.scheduler.schedule(after: delay) { [weak self] in
+                    self?.timerFired(kind, generation: generation, for: id)
+                }
+            case .cancelTimer(let kind):
+                if let token = timers[id]?.removeValue(forKey: kind) { backend.scheduler.cancel(token) }
+            }
+        }
+    }
+
+    private func complete(_ request: BridgeRequestID, _ result: Result<BridgeValue, BridgeError>) {
+        guard let completion = completions.removeValue(forKey: request) else { return }
+        completion(result)
+    }
+
+    private func timerFired(_ kind: BridgeTimer, generation: UInt64, for id: UUID) {
+        timers[id]?[kind] = nil
+        switch kind {
+        case .connect:
+            update(id) { $0.connectTimedOut(generation: generation) }
+        case .settle:
+            let capacity = backend.maximumWriteValueLength(for: .withoutResponse, of: id)
+            update(id) { $0.settled(capacity: capacity, generation: generation) }
+        case .writeRetry:
+            update(id) { $0.writeRetryFired(generation: generation) }
+            pump(id)
+        }
+    }
+
+    // MARK: Backend events
+
+    private func handle(_ event: BleBackendEvent) {
+        switch event {
+        case .stateChanged(let state): stateChanged(state)
+        case .discovered(let id, let advertisement, _):
+            guard enumerateTimer != nil else { return }
+            if names[id] == nil { order.append(id) }
+            names[id] = advertisement.localName ?? names[id] ?? ""
+            heardThisScan.insert(id)
+        case .scanFailed(let error):
+            finishEnumerate(.failure(BridgeError(.scan, "scanning failed: \(error.message)")))
+        case .connected(let id): update(id) { $0.linkUp() }
+        case .failedToConnect(let id, let error): update(id) { $0.connectFailed(error) }
+        case .disconnected(let id, let error):
+            update(id) {
+                $0.linkEnded(BridgeError(.deviceDisconnected, "the link was lost: \(error?.message ?? "disconnected")"))
+            }
+        case .servicesDiscovered(let id, let services, let error):
+            update(id) { $0.servicesDiscovered(services, error: error) }
+        case .characteristicsDiscovered(let id, let service, let characteristics, let error):
+            update(id) { $0.characteristicsDiscovered(characteristics, service: service, error: error) }
+        case .notificationStateUpdated(let id, let characteristic, let isNotifying, let error):
+            update(id) { $0.notificationStateUpdated(characteristic, isNotifying: isNotifying, error: error) }
+        case .valueUpdated(let id, let characteristic, let value, _):
+            guard let value else { return }
+            update(id) { $0.notified(characteristic, value: value) }
+        case .writeCompleted(let id, let characteristic, let error):
+            guard characteristic == profile.writeCharacteristic else { return }
+            update(id) { $0.writeCompleted(error: error) }
+            pump(id)
+        case .readyToSendWriteWithoutResponse(let id):
+            update(id) { $0.readyToSend() }
+            pump(id)
+        case .restored:
+            break
+        }
+    }
+
+    private func stateChanged(_ state: BleManagerState) {
+        switch state {
+        case .poweredOn:
+            let waiters = stateWaiters
+            stateWaiters = []
+            cancelStateTimer()
+            for waiter in waiters { waiter.run() }
+        case .unknown, .resetting:
+            endEverything(BridgeError(.deviceDisconnected, "Bluetooth is resetting"))
+        case .poweredOff, .unauthorized, .unsupported:
+            let error = Self.unusable(state)
+            endEverything(error)
+            let waiters = stateWaiters
+            stateWaiters = []
+            cancelStateTimer()
+            for waiter in waiters { waiter.fail(error) }
+        }
+    }
+
+    private func endEverything(_ error: BridgeError) {
+        for id in machines.keys.sorted(by: { $0.uuidString < $1.uuidString }) { update(id) { $0.linkEnded(error) } }
+        finishEnumerate(.failure(error))
+    }
+
+    private func finishEnumerate(_ outcome: Result<Void, BridgeError>) {
+        guard let timer = enumerateTimer else { return }
+        backend.scheduler.cancel(timer)
+        enumerateTimer = nil
+        if backend.state == .poweredOn { backend.stopScan() }
+        let waiters = enumerateWaiters
+        enumerateWaiters = []
+        let result: Result<BridgeValue, BridgeError> = outcome.map {
+            let connected = Set(machines.filter { $0.value.phase != .idle }.keys)
+            let listed = order.filter { heardThisScan.contains($0) || connected.contains($0) }
+            return .devices(listed.map { BridgeDeviceInfo(id: $0.uuidString, name: names[$0] ?? "") })
+        }
+        for waiter in waiters { waiter(result) }
+    }
+
+    // MARK: Bluetooth's state
+
+    private func activateIfNeeded() {
+        guard !activated else { return }
+        activated = true
+        backend.activate(showPowerAlert: true, restoreIdentifier: nil)
+    }
+
+    /// Runs `work` once Bluetooth is on; answers 721/701/722 when it is off,
+    /// not allowed or not there; waits (bounded) while its state is not known yet.
+    private func whenUsable(_ completion: @escaping Completion, _ work: @escaping @MainActor () -> Void) {
+        activateIfNeeded()
+        switch backend.state {
+        case .poweredOn:
+            work()
+        case .poweredOff, .unauthorized, .unsupported:
+            completion(.failure(Self.unusable(backend.state)))
+        case .unknown, .resetting:
+            stateWaiters.append((work, { completion(.failure($0)) }))
+            guard stateTimer == nil else { return }
+            stateTimer = backend.scheduler.schedule(after: stateWait) { [weak self] in
+                guard let self else { return }
+                self.stateTimer = nil
+                let waiters = self.stateWaiters
+                self.stateWaiters = []
+                for waiter in waiters {
+                    waiter.fail(BridgeError(.poweredOff, "Bluetooth did not become available in time"))
+                }
+            }
+        }
+    }
+
+    private func cancelStateTimer() {
+        if let stateTimer { backend.scheduler.cancel(stateTimer) }
+        stateTimer = nil
+    }
+
+    private static func unusable(_ state: BleManagerState) -> BridgeError {
+        switch state {
+        case .unauthorized: BridgeError(.permission, "the app is not allowed to use Bluetooth")
+        case .unsupported: BridgeError(.unsupported, "this device has no Bluetooth LE")
+        default: BridgeError(.poweredOff, "Bluetooth is off")
+        }
+    }
+}

@@ -1,0 +1,263 @@
+import Foundation
+
+/// A JSON value, as the router reads requests (RFC 8259). A small parser of
+/// our own: it keeps booleans and numbers apart on every platform (Foundation's
+/// bridges them through NSNumber), bounds nesting, and is cheap per request.
+package indirect enum BridgeJSON: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([BridgeJSON])
+    case object([String: BridgeJSON])
+
+    package subscript(key: String) -> BridgeJSON? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    package var string: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// Parses one JSON text (surrounding whitespace allowed, nothing else).
+    package static func parse(_ bytes: some Collection<UInt8>) throws(BridgeJSONError) -> BridgeJSON {
+        var parser = Parser(Array(bytes))
+        parser.skipWhitespace()
+        let value = try parser.value(depth: 0)
+        parser.skipWhitespace()
+        guard parser.atEnd else { throw BridgeJSONError("text after the JSON value at offset \(parser.offset)") }
+        return value
+    }
+
+    private struct Parser {
+        let bytes: [UInt8]
+        var offset = 0
+        static let maximumDepth = 32
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        var atEnd: Bool { offset == bytes.count }
+
+        mutating func skipWhitespace() {
+            while offset < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[offset]) { offset += 1 }
+        }
+
+        mutating func value(depth: Int) throws(BridgeJSONError) -> BridgeJSON {
+            guard depth < Self.maximumDepth else { throw BridgeJSONError("nested deeper than \(Self.maximumDepth)") }
+            guard offset < bytes.count else { throw BridgeJSONError("the JSON ends early") }
+            switch bytes[offset] {
+            case UInt8(ascii: "{"): return try object(depth: depth)
+            case UInt8(ascii: "["): return try array(depth: depth)
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "t"):
+                try literal("true")
+                return .bool(true)
+            case UInt8(ascii: "f"):
+                try literal("false")
+                return .bool(false)
+            case UInt8(ascii: "n"):
+                try literal("null")
+                return .null
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try number())
+            default: throw BridgeJSONError("unexpected character at offset \(offset)")
+            }
+        }
+
+        mutating func literal(_ word: String) throws(BridgeJSONError) {
+            let expected = Array(word.utf8)
+            guard bytes.count - offset >= expected.count, Array(bytes[offset..<offset + expected.count]) == expected
+            else { throw BridgeJSONError("unexpected character at offset \(offset)") }
+            offset += expected.count
+        }
+
+        mutating func object(depth: Int) throws(BridgeJSONError) -> BridgeJSON {
+            offset += 1
+            var members: [String: BridgeJSON] = [:]
+            skipWhitespace()
+            if offset < bytes.count, bytes[offset] == UInt8(ascii: "}") {
+                offset += 1
+                return .object(members)
+            }
+            while true {
+                skipWhitespace()
+                guard offset < bytes.count, bytes[offset] == UInt8(ascii: "\"") else {
+                    throw BridgeJSONError("an object key is not a string at offset \(offset)")
+                }
+                let key = try string()
+                skipWhitespace()
+                try expect(UInt8(ascii: ":"))
+                skipWhitespace()
+                members[key] = try value(depth: depth + 1)
+                skipWhitespace()
+                guard offset < bytes.count else { throw BridgeJSONError("the JSON ends early") }
+                if bytes[offset] == UInt8(ascii: ",") {
+                    offset += 1
+                    continue
+                }
+                try expect(UInt8(ascii: "}"))
+                return .object(members)
+            }
+        }
+
+        mutating func array(depth: Int) throws(BridgeJSONError) -> BridgeJSON {
+            offset += 1
+            var elements: [BridgeJSON] = []
+            skipWhitespace()
+            if offset < bytes.count, bytes[offset] == UInt8(ascii: "]") {
+                offset += 1
+                return .array(elements)
+            }
+            while true {
+                skipWhitespace()
+                elements.append(try value(depth: depth + 1))
+                skipWhitespace()
+                guard offset < bytes.count else { throw BridgeJSONError("the JSON ends early") }
+                if bytes[offset] == UInt8(ascii: ",") {
+                    offset += 1
+                    continue
+                }
+                try expect(UInt8(ascii: "]"))
+                return .array(elements)
+            }
+        }
+
+        mutating func expect(_ byte: UInt8) throws(BridgeJSONError) {
+            guard offset < bytes.count, bytes[offset] == byte else {
+                throw BridgeJSONError("expected \"\(Character(UnicodeScalar(byte)))\" at offset \(offset)")
+            }
+            offset += 1
+        }
+
+        mutating func string() throws(BridgeJSONError) -> String {
+            offset += 1
+            var scalars = String.UnicodeScalarView()
+            var start = offset
+            var plain = true
+            while offset < bytes.count {
+                let byte = bytes[offset]
+                if byte == UInt8(ascii: "\"") {
+                    if plain {
+                        guard let text = String(validating: bytes[start..<offset], as: UTF8.self) else {
+                            throw BridgeJSONError("a string is not UTF-8")
+                        }
+                        offset += 1
+                        return text
+                    }
+                    try appendRaw(&scalars, from: start)
+                    offset += 1
+                    return String(scalars)
+                }
+                guard byte >= 0x20 else { throw BridgeJSONError("a control character in a string at offset \(offset)") }
+                if byte == UInt8(ascii: "\\") {
+                    if plain {
+                        plain = false
+                    }
+                    try appendRaw(&scalars, from: start)
+                    offset += 1
+                    guard offset < bytes.count else { throw BridgeJSONError("the JSON ends early") }
+                    let escape = bytes[offset]
+                    offset += 1
+                    switch escape {
+                    case UInt8(ascii: "\""): scalars.append("\"")
+                    case UInt8(ascii: "\\"): scalars.append("\\")
+                    case UInt8(ascii: "/"): scalars.append("/")
+                    case UInt8(ascii: "b"): scalars.append("\u{08}")
+                    case UInt8(ascii: "f"): scalars.append("\u{0C}")
+                    case UInt8(ascii: "n"): scalars.append("\n")
+                    case UInt8(ascii: "r"): scalars.append("\r")
+                    case UInt8(ascii: "t"): scalars.append("\t")
+                    case UInt8(ascii: "u"): scalars.append(try unicodeEscape())
+                    default: throw BridgeJSONError("an unknown escape at offset \(offset - 1)")
+                    }
+                    start = offset
+                    continue
+                }
+                offset += 1
+            }
+            throw BridgeJSONError("a string does not end")
+        }
+
+        /// Appends bytes[start..<offset] (raw UTF-8) to `scalars`.
+        private func appendRaw(_ scalars: inout String.UnicodeScalarView, from start: Int) throws(BridgeJSONError) {
+            guard start < offset else { return }
+            guard let text = String(validating: bytes[start..<offset], as: UTF8.self) else {
+                throw BridgeJSONError("a string is not UTF-8")
+            }
+            scalars.append(contentsOf: text.unicodeScalars)
+        }
+
+        mutating func hex4() throws(BridgeJSONError) -> UInt32 {
+            guard bytes.count - offset >= 4 else { throw BridgeJSONError("the JSON ends early") }
+            var value: UInt32 = 0
+            for _ in 0..<4 {
+                let byte = bytes[offset]
+                let digit: UInt32
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+                default: throw BridgeJSONError("a bad \\u escape at offset \(offset)")
+                }
+                value = value << 4 | digit
+                offset += 1
+            }
+            return value
+        }
+
+        mutating func unicodeEscape() throws(BridgeJSONError) -> Unicode.Scalar {
+            let first = try hex4()
+            if (0xD800...0xDBFF).contains(first) {
+                guard bytes.count - offset >= 2, bytes[offset] == UInt8(ascii: "\\"),
+                    bytes[offset + 1] == UInt8(ascii: "u")
+                else { throw BridgeJSONError("a lone surrogate in a string") }
+                offset += 2
+                let second = try hex4()
+                guard (0xDC00...0xDFFF).contains(second),
+                    let scalar = Unicode.Scalar(0x10000 + (first - 0xD800) << 10 + (second - 0xDC00))
+                else { throw BridgeJSONError("a lone surrogate in a string") }
+                return scalar
+            }
+            guard let scalar = Unicode.Scalar(first) else { throw BridgeJSONError("a lone surrogate in a string") }
+            return scalar
+        }
+
+        mutating func number() throws(BridgeJSONError) -> Double {
+            let start = offset
+            if bytes[offset] == UInt8(ascii: "-") { offset += 1 }
+            func digits() -> Int {
+                let begin = offset
+                while offset < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[offset]) {
+                    offset += 1
+                }
+                return offset - begin
+            }
+            let integer = digits()
+            guard integer > 0 else { throw BridgeJSONError("a number without digits at offset \(start)") }
+            if integer > 1, bytes[offset - integer] == UInt8(ascii: "0") {
+                throw BridgeJSONError("a number with a leading zero at offset \(start)")
+            }
+            if offset < bytes.count, bytes[offset] == UInt8(ascii: ".") {
+                offset += 1
+                guard digits() > 0 else { throw BridgeJSONError("a number without digits after '.'") }
+            }
+            if offset < bytes.count, bytes[offset] == UInt8(ascii: "e") || bytes[offset] == UInt8(ascii: "E") {
+                offset += 1
+                if offset < bytes.count, bytes[offset] == UInt8(ascii: "+") || bytes[offset] == UInt8(ascii: "-") {
+                    offset += 1
+                }
+                guard digits() > 0 else { throw BridgeJSONError("a number without an exponent") }
+            }
+            guard let value = Double(String(decoding: bytes[start..<offset], as: UTF8.self)) else {
+                throw BridgeJSONError("a number out of range at offset \(start)")
+            }
+            return value
+        }
+    }
+}
+
+package struct BridgeJSONError: Error, Sendable, Hashable, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,131 @@
+import Foundation
+
+/// One JSON request in, one JSON reply out, for every host (the WebKit
+/// handler, `xtalk bridge --stdio`):
+///
+///     {"id": <number>, "method": "<name>", "params": {"uuid": …, "data": "<hex>", "options": {"withoutResponse": …}}}
+///     {"id": <same>, "result": <value or null>}
+///     {"id": <same>, "error": {"code": <HardwareErrorCode>, "message": "…"}}
+///
+/// Requests run concurrently (a parked `receive` does not hold up a `send`);
+/// each is answered exactly once, with its own id. A request that is not
+/// JSON, has no numeric id, or names no known method is answered at once
+/// with code 900 (its id, or null when it has none). Payload hex is never
+/// logged or echoed in errors.
+@MainActor
+package final class BridgeRouter {
+    package typealias Reply = @MainActor (String) -> Void
+    package typealias Handler = @MainActor (BridgeJSON, @escaping BleBridge.Completion) -> Void
+
+    package let bridge: BleBridge
+    /// Methods a host adds (the simulator's `simulator.linkLoss`, `simulator.notify`): params in, one answer.
+    package var extraMethods: [String: Handler] = [:]
+
+    package init(bridge: BleBridge) {
+        self.bridge = bridge
+    }
+
+    /// Handles one request (a JSON object); `reply` runs once with the reply line (no newline).
+    package func handle(_ request: some Collection<UInt8>, reply: @escaping Reply) {
+        let object: BridgeJSON
+        do {
+            object = try BridgeJSON.parse(request)
+        } catch {
+            return reply(Self.encode(id: nil, .failure(Self.badRequest("the request is not JSON: \(error)"))))
+        }
+        guard case .number(let number)? = object["id"] else {
+            return reply(Self.encode(id: nil, .failure(Self.badRequest("the request has no numeric id"))))
+        }
+        let id = Self.idText(number)
+        let finish: BleBridge.Completion = { result in reply(Self.encode(id: id, result)) }
+        guard let method = object["method"]?.string else {
+            return finish(.failure(Self.badRequest("the request has no method")))
+        }
+        let params = object["params"] ?? .object([:])
+        let uuid = params["uuid"]?.string ?? ""
+        switch method {
+        case "init":
+            bridge.initialize()
+            finish(.success(.null))
+        case "version":
+            finish(.success(.string(BleBridge.version)))
+        case "enumerate":
+            bridge.enumerate(finish)
+        case "connect":
+            bridge.connect(uuid: uuid, finish)
+        case "disconnect":
+            bridge.disconnect(uuid: uuid, finish)
+        case "send":
+            guard let hex = params["data"]?.string else {
+                return finish(.failure(BridgeError(.writeCharacteristic, "send needs data (a hex string)")))
+            }
+            var withoutResponse: Bool?
+            switch params["options"]?["withoutResponse"] {
+            case nil, .null?: break
+            case .bool(let flag)?: withoutResponse = flag
+            default:
+                return finish(.failure(BridgeError(.writeCharacteristic, "options.withoutResponse must be a boolean")))
+            }
+            bridge.send(uuid: uuid, hex: hex, withoutResponse: withoutResponse, finish)
+        case "receive":
+            bridge.receive(uuid: uuid, finish)
+        case "getProtocolV2PacketCapacity":
+            finish(.success(bridge.protocolV2PacketCapacity(uuid: uuid).map(BridgeValue.number) ?? .null))
+        default:
+            guard let handler = extraMethods[method] else {
+                return finish(.failure(Self.badRequest("there is no method \"\(method)\"")))
+            }
+            handler(params, finish)
+        }
+    }
+
+    /// The reply line for request `id` (nil: the request had none).
+    package static func encode(id: String?, _ result: Result<BridgeValue, BridgeError>) -> String {
+        let head = "{\"id\":\(id ?? "null"),"
+        switch result {
+        case .success(let value):
+            return head + "\"result\":" + json(value) + "}"
+        case .failure(let error):
+            return head + "\"error\":{\"code\":\(error.code.rawValue),\"message\":" + quoted(error.message) + "}}"
+        }
+    }
+
+    private static func json(_ value: BridgeValue) -> String {
+        switch value {
+        case .null: "null"
+        case .number(let number): String(number)
+        case .string(let text): quoted(text)
+        case .devices(let devices):
+            "["
+                + devices.map { "{\"id\":\(quoted($0.id)),\"name\":\(quoted($0.name)),\"commType\":\"ble\"}" }
+                .joined(separator: ",") + "]"
+        }
+    }
+
+    /// A JSON string literal.
+    package static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    private static func idText(_ value: Double) -> String {
+        if value.rounded() == value, abs(value) < 9e15 { return String(Int64(value)) }
+        return String(value)
+    }
+
+    private static func badRequest(_ reason: String) -> BridgeError {
+        BridgeError(.lowlevelTransportConnect, "bad request: \(reason)")
+    }
+}

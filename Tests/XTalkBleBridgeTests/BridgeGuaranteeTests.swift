@@ -1,0 +1,337 @@
+import Foundation
+import Testing
+import XTalkBleBridge
+import XTalkBleSdk
+import XTalkSimulator
+
+/// Seed 004's guarantees, each through the router against the simulator's
+/// OneKey-profile echo device, in virtual time.
+@Suite("Low-level bridge: connect")
+@MainActor
+struct BridgeConnectTests {
+    /// `connect` resolves only once the subscription is confirmed (here the
+    /// user takes 2 s in the pairing dialog before it can be), then after the
+    /// settle; the capacity is the MTU's, at most 244.
+    @Test func resolvesOnlyAfterTheSubscriptionIsConfirmed() async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        device.gatt.pairing = .userPairs(after: .seconds(2))
+        let rig = BridgeRig(devices: [device])
+        _ = rig.request("init")
+        _ = await rig.call("enumerate")
+        let connect = rig.request("connect", rig.params())
+        await rig.clock.advance(by: .milliseconds(1_900))
+        #expect(rig.device.isConnected)
+        #expect(rig.reply(to: connect) == nil, "not before the subscription")
+        let capacity = await rig.call("getProtocolV2PacketCapacity", rig.params())
+        #expect(capacity?.isNull == true, "no capacity while not ready")
+        #expect(await rig.await(connect)?.isNull == true)
+        #expect(await rig.call("getProtocolV2PacketCapacity", rig.params())?.result as? Int == 244)
+    }
+
+    /// Right after the subscription the MTU may still read 23 (capacity 20):
+    /// re-read after the settle, up to twice.
+    @Test(arguments: [(Duration.milliseconds(250), 244), (Duration.seconds(20), 20)])
+    func rereadsACapacityOf20(exchange: Duration, expected: Int) async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        device.link.mtuExchangeDelay = exchange
+        let rig = BridgeRig(devices: [device])
+        try await rig.connect()
+        #expect(await rig.call("getProtocolV2PacketCapacity", rig.params())?.result as? Int == expected)
+    }
+
+    /// `connect` of a ready device: a new session on the same link (the
+    /// parked receive is rejected, queued chunks go).
+    @Test func connectingAReadyDeviceStartsANewSession() async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        rig.device.notify(Data([0xAA]))  // queued: never received
+        await rig.clock.advance(by: .milliseconds(100))
+        #expect(await rig.call("connect", rig.params())?.isNull == true)
+        let parked = rig.request("receive", rig.params())
+        await rig.clock.advance(by: .milliseconds(100))
+        #expect(rig.reply(to: parked) == nil, "the chunk of the old session is gone")
+        #expect(await rig.call("connect", rig.params())?.isNull == true)
+        #expect(rig.reply(to: parked)?.code == 720, "the receive parked in the old session is rejected")
+        #expect(rig.device.connections == 1, "the link was kept")
+        rig.device.notify(Data([0xDD]))
+        #expect(await rig.call("receive", rig.params())?.hex == "dd")
+    }
+
+    @Test(arguments: BridgeConnectFailure.allCases)
+    func aFailedStepRejectsWithItsCodeAndCancelsTheLink(failure: BridgeConnectFailure) async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        failure.apply(&device)
+        let rig = BridgeRig(devices: [device])
+        _ = rig.request("init")
+        _ = await rig.call("enumerate")
+        let reply = await rig.call("connect", rig.params())
+        #expect(reply?.code == failure.code, "\(reply?.line ?? "no reply")")
+        await rig.clock.advance(by: .seconds(1))
+        #expect(!rig.device.isConnected, "the link was cancelled")
+        #expect(rig.bridge.pendingRequestCount == 0)
+    }
+
+    @Test func anUnknownDeviceIsRejected() async {
+        let rig = BridgeRig()
+        _ = rig.request("init")
+        let reply = await rig.call("connect", "{\"uuid\":\"\(UUID().uuidString)\"}")
+        #expect(reply?.code == 704)
+        #expect(await rig.call("connect", "{\"uuid\":\"not-a-uuid\"}")?.code == 704)
+    }
+}
+
+enum BridgeConnectFailure: CaseIterable, CustomTestStringConvertible {
+    case noService, noWriteCharacteristic, noNotifyCharacteristic, refusedSubscription, pairingCancelled
+    case connectionNeverCompletes
+
+    var code: Int {
+        switch self {
+        case .noService: 706
+        case .noWriteCharacteristic, .noNotifyCharacteristic: 707
+        case .refusedSubscription: 709
+        case .pairingCancelled: 705
+        case .connectionNeverCompletes: 713
+        }
+    }
+
+    func apply(_ device: inout XTalkSimulatedDevice) {
+        switch self {
+        case .noService:
+            device.gatt.hasPassthroughService = false
+            device.advertisesPassthroughService = true
+        case .noWriteCharacteristic: device.gatt.hasPassthroughTX = false
+        case .noNotifyCharacteristic: device.gatt.hasPassthroughRX = false
+        case .refusedSubscription: device.gatt.subscriptionRefusal = "Write not permitted"
+        case .pairingCancelled: device.gatt.pairing = .userCancels(after: .seconds(1))
+        case .connectionNeverCompletes: device.link.connectionNeverCompletes = true
+        }
+    }
+
+    var testDescription: String { "\(self)" }
+}
+
+@Suite("Low-level bridge: send and receive")
+@MainActor
+struct BridgeIOTests {
+    /// Malformed hex is refused before any byte is written.
+    @Test(arguments: ["", "0", "abc", "0x00", "00 11", "zz", "00\n", "０１", "-1"])
+    func malformedHexIsRefusedBeforeAnyWrite(hex: String) async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        let reply = await rig.call("send", rig.params("\"data\":\(BridgeRouter.quoted(hex))"))
+        #expect(reply?.code == 710, "\(reply?.line ?? "no reply")")
+        #expect(!(reply?.line.contains(hex) ?? true) || hex.isEmpty || hex == "0", "the payload is not echoed")
+        await rig.clock.advance(by: .milliseconds(200))
+        #expect(rig.device.record.hostWrites.isEmpty, "nothing was written")
+    }
+
+    /// A payload longer than the capacity is cut into capacity-sized writes
+    /// (never padded); the echo device returns each write as one chunk, and
+    /// each receive gets one chunk unchanged, in order.
+    @Test func longPayloadsAreCutAtTheCapacityAndChunksComeBackUnchanged() async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        let payload = Data((0..<600).map { UInt8(truncatingIfNeeded: $0 * 31 + 7) })
+        #expect(await rig.call("send", rig.params("\"data\":\"\(hex(payload))\""))?.isNull == true)
+        var chunks: [Data] = []
+        for _ in 0..<3 {
+            let reply = try #require(await rig.call("receive", rig.params()))
+            chunks.append(try #require(Data(hexString: reply.hex ?? "")))
+        }
+        #expect(chunks.map(\.count) == [244, 244, 112])
+        #expect(chunks.reduce(Data(), +) == payload)
+    }
+
+    /// Sends to one device keep their order; a receive that waits does not hold up a send.
+    @Test func sendsKeepTheirOrderAndAParkedReceiveDoesNotBlockThem() async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        let parked = rig.request("receive", rig.params())
+        let sends = (0..<5).map { index in
+            rig.request("send", rig.params("\"data\":\"\(String(format: "%02x", index))0102\""))
+        }
+        for send in sends { #expect(await rig.await(send)?.isNull == true) }
+        #expect(await rig.await(parked)?.hex == "000102")
+        for index in 1..<5 {
+            #expect(await rig.call("receive", rig.params())?.hex == String(format: "%02x0102", index))
+        }
+    }
+
+    /// The requested write mode is honoured; a mode the characteristic lacks is refused.
+    @Test func theWriteModeIsHonoured() async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        device.gatt.txSupportsWriteWithoutResponse = false
+        let rig = BridgeRig(devices: [device])
+        try await rig.connect()
+        let refused = await rig.call("send", rig.params("\"data\":\"3f23\""))
+        #expect(refused?.code == 710, "the default (without response) is not offered: \(refused?.line ?? "")")
+        let written = await rig.call("send", rig.params("\"data\":\"3f23\",\"options\":{\"withoutResponse\":false}"))
+        #expect(written?.isNull == true)
+        #expect(await rig.call("receive", rig.params())?.hex == "3f23")
+        let bad = await rig.call("send", rig.params("\"data\":\"00\",\"options\":{\"withoutResponse\":1}"))
+        #expect(bad?.code == 710)
+    }
+
+    /// Without response respects flow control, and a ready callback that
+    /// never comes does not stall the send.
+    @Test func writesWithoutResponseSurviveLostReadyCallbacks() async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        device.link.writeWithoutResponseCredits = 2
+        device.link.lostReadyCallbacksOneIn = 1
+        let rig = BridgeRig(devices: [device])
+        try await rig.connect()
+        let payload = Data((0..<2_048).map { UInt8(truncatingIfNeeded: $0) })
+        #expect(await rig.call("send", rig.params("\"data\":\"\(hex(payload))\""))?.isNull == true)
+        var received = Data()
+        while received.count < payload.count {
+            let reply = try #require(await rig.call("receive", rig.params()))
+            received += try #require(Data(hexString: reply.hex ?? ""))
+        }
+        #expect(received == payload)
+        #expect(rig.device.droppedWrites == 0, "no write was made without a credit")
+    }
+
+    @Test func receiveOnADeviceThatIsNotReadyIsRejectedAtOnce() async {
+        let rig = BridgeRig()
+        _ = rig.request("init")
+        _ = await rig.call("enumerate")
+        let id = rig.request("receive", rig.params())
+        await rig.clock.advance(by: .zero)
+        #expect(rig.reply(to: id)?.code == 720)
+    }
+
+    /// The JavaScript transport abandons a timed-out receive without
+    /// cancelling it: the next receive rejects it, and the chunk goes to the new one.
+    @Test func anAbandonedReceiveNeverGetsAChunk() async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        let abandoned = rig.request("receive", rig.params())
+        await rig.clock.advance(by: .seconds(1))
+        let fresh = rig.request("receive", rig.params())
+        #expect(rig.reply(to: abandoned)?.code == 713)
+        rig.device.notify(Data([1, 2, 3]))
+        #expect(await rig.await(fresh)?.hex == "010203")
+        #expect(rig.replies[abandoned]?.count == 1)
+    }
+
+    /// Unread notifications are bounded in bytes: past the limit the link
+    /// ends with an error, never a silent drop.
+    @Test func overflowEndsTheLink() async throws {
+        var settings = BridgeDeviceMachine.Settings()
+        settings.receiveQueueByteLimit = 1_000
+        let rig = BridgeRig(settings: settings)
+        try await rig.connect()
+        for _ in 0..<5 { rig.device.notify(Data(repeating: 0x55, count: 244)) }
+        await rig.clock.advance(by: .milliseconds(200))
+        #expect(!rig.device.isConnected)
+        let reply = await rig.call("receive", rig.params())
+        #expect(reply?.code == 720)
+    }
+}
+
+@Suite("Low-level bridge: disconnects, Bluetooth's state, two devices, the router")
+@MainActor
+struct BridgeLifecycleTests {
+    /// Link loss: pending receive and send are rejected with 720, the queue is
+    /// emptied, and a reconnect never sees a chunk of the old connection.
+    @Test(arguments: [false, true])
+    func linkLossAndDisconnectRejectEverythingAndLeaveNothingStale(byHost: Bool) async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        device.link.connectionInterval = .milliseconds(30)
+        let rig = BridgeRig(devices: [device])
+        try await rig.connect()
+        rig.device.notify(Data([0xEE]))  // will be queued, then stale
+        await rig.clock.advance(by: .milliseconds(100))
+        let send = rig.request("send", rig.params("\"data\":\"\(String(repeating: "ab", count: 2_000))\""))
+        if byHost {
+            #expect(await rig.call("disconnect", rig.params())?.isNull == true)
+        } else {
+            rig.device.disconnect(.terminatedByDevice)
+        }
+        let sendReply = await rig.await(send)
+        #expect(sendReply?.code == 720 || sendReply?.isNull == true)
+        #expect(await rig.call("receive", rig.params())?.code == 720)
+        #expect(await rig.call("connect", rig.params())?.isNull == true)
+        let fresh = rig.request("receive", rig.params())
+        await rig.clock.advance(by: .milliseconds(500))
+        #expect(rig.reply(to: fresh) == nil, "no chunk of the old connection")
+        rig.device.notify(Data([0x01]))
+        #expect(await rig.await(fresh)?.hex == "01")
+        #expect(rig.bridge.pendingRequestCount == 0)
+    }
+
+    @Test(arguments: [
+        (XTalkSimulatedBluetoothState.poweredOff, 721), (.unsupported, 722),
+    ])
+    func bluetoothUnusableAnswersFromEveryCall(state: XTalkSimulatedBluetoothState, code: Int) async {
+        let rig = BridgeRig()
+        rig.environment.setBluetoothState(state)
+        #expect(await rig.call("init")?.isNull == true, "init never fails")
+        for method in ["enumerate", "connect", "send", "receive"] {
+            let reply = await rig.call(method, rig.params("\"data\":\"00\""))
+            #expect(reply?.code == code, "\(method): \(reply?.line ?? "no reply")")
+        }
+    }
+
+    @Test func permissionDeniedIs701() async {
+        let rig = BridgeRig()
+        rig.environment.authorization = .denied
+        _ = rig.request("init")
+        #expect(await rig.call("enumerate")?.code == 701)
+    }
+
+    @Test func bluetoothTurnedOffMidSessionRejectsPendingWork() async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        let parked = rig.request("receive", rig.params())
+        rig.environment.setBluetoothState(.poweredOff)
+        #expect(await rig.await(parked)?.code == 721)
+    }
+
+    /// Two devices at once: separate queues.
+    @Test func twoDevicesKeepSeparateQueues() async throws {
+        let rig = BridgeRig(devices: [.oneKeyEcho(name: "A"), .oneKeyEcho(name: "B")])
+        _ = rig.request("init")
+        let list = try #require(await rig.call("enumerate"))
+        let devices = try #require(list.result as? [[String: Any]])
+        #expect(Set(devices.compactMap { $0["name"] as? String }) == ["A", "B"])
+        #expect(devices.allSatisfy { $0["commType"] as? String == "ble" })
+        let ids = rig.environment.peripherals.map(\.id.uuidString)
+        for id in ids { #expect(await rig.call("connect", "{\"uuid\":\"\(id)\"}")?.isNull == true) }
+        #expect(await rig.call("send", "{\"uuid\":\"\(ids[0])\",\"data\":\"0a\"}")?.isNull == true)
+        #expect(await rig.call("send", "{\"uuid\":\"\(ids[1])\",\"data\":\"0b\"}")?.isNull == true)
+        #expect(await rig.call("receive", "{\"uuid\":\"\(ids[1])\"}")?.hex == "0b")
+        #expect(await rig.call("receive", "{\"uuid\":\"\(ids[0])\"}")?.hex == "0a")
+    }
+
+    @Test func badRequestsAreAnsweredWithTheirID() async {
+        let rig = BridgeRig()
+        var lines: [String] = []
+        for text in ["not json", "{}", "{\"id\":true,\"method\":\"version\"}", "[1]"] {
+            rig.router.handle(Array(text.utf8)) { lines.append($0) }
+        }
+        #expect(lines.count == 4)
+        #expect(lines.allSatisfy { $0.hasPrefix("{\"id\":null,\"error\":{\"code\":900,") })
+        #expect(await rig.call("nothing")?.code == 900)
+        let version = await rig.call("version")
+        #expect(version?.result as? String == "1.0.0")
+        #expect(version?.line.hasPrefix("{\"id\":") == true)
+    }
+}
+
+private func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
+
+extension Data {
+    init?(hexString: String) {
+        guard hexString.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = hexString.startIndex
+        while index < hexString.endIndex {
+            let next = hexString.index(index, offsetBy: 2)
+            guard let byte = UInt8(hexString[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        self.init(bytes)
+    }
+}
