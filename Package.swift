@@ -123,7 +123,9 @@ let package = Package(
         ),
         .testTarget(
             name: "XTalkBleBridgeTests",
-            dependencies: ["XTalkBleBridge", "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport"]),
+            dependencies: [
+                "XTalkBleBridge", "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport", "XTalkFakeBlueZ", "xtalk",
+            ]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]

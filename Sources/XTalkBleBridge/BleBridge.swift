@@ -119,8 +119,16 @@ package final class BleBridge {
         return capacity(of: id)
     }
 
+    /// Ends every device's session and link (the host is going away): every
+    /// request still waiting is rejected with 720.
+    package func disconnectAll() {
+        for id in machines.keys.sorted(by: { $0.uuidString < $1.uuidString }) where machines[id]?.phase != .idle {
+            disconnect(uuid: id.uuidString) { _ in }
+        }
+    }
+
     /// Requests not answered yet (for tests: every request is answered once).
-    package var pendingRequestCount: Int { completions.count }
+    package var pendingRequestCount: Int { completions.count + enumerateWaiters.count + stateWaiters.count }
 
     /// The device's machine (for tests and the host's diagnostics).
     package func machine(uuid: String) -> BridgeDeviceMachine? {

@@ -9,7 +9,7 @@ package enum XTalkCLI {
     static let commands: [Command] = [
         DemoCommand.command, DeviceCommands.scan, DeviceCommands.info, DeviceCommands.auth, DeviceCommands.at,
         DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command,
-        ChaosCommand.command, FakeBlueZCommand.command,
+        ChaosCommand.command, FakeBlueZCommand.command, BridgeCommand.command,
     ]
 
     static let exitCodes = """

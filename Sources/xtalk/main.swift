@@ -7,9 +7,9 @@ import XTalkCLI
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
-// Only the interactive shell reads standard input.
-let (input, inputLines) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1_024))
-if arguments.first == "shell" {
+// Only the interactive shell and the bridge's JSON-lines host read standard input (every line kept).
+let (input, inputLines) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+if arguments.first == "shell" || arguments.first == "bridge" {
     Thread.detachNewThread {
         while let line = readLine() { inputLines.yield(line) }
         inputLines.finish()

@@ -38,7 +38,7 @@ package enum PlatformBackend {
     /// Task-local, so there is no global state.
     @TaskLocal package static var override: Provider?
 
-    static func make() -> any BleBackend {
+    package static func make() -> any BleBackend {
         if let override { return override() }
         let scheduler = ClockTimerScheduler(clock: ContinuousClock())
         #if os(Linux)

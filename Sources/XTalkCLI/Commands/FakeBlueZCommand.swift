@@ -30,7 +30,8 @@ enum FakeBlueZCommand {
                 (xtalk --backend platform, bleak, bluetoothctl) and it talks to the fake as to BlueZ. The fake
                 follows BlueZ's D-Bus API (Adapter1 hci0, Device1, GattService1, GattCharacteristic1) and its
                 signal order; its control interface com.xtalk.FakeBlueZ1 at /com/xtalk/FakeBlueZ has
-                LoseLink(address, "timeout"|"remote"), SetPowered(on) and FailNext(method, error).
+                LoseLink(address, "timeout"|"remote"), SetPowered(on), HangUpWriteSockets(address) and
+                FailNext(method, error).
                 Needs dbus-daemon (Debian: dbus-daemon) unless --bus is given. Runs on the real clock only.
                 """),
         endsOnInterrupt: true
