@@ -13,6 +13,8 @@
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
 //   XTalkBleBridge     → XTalkBleSdk (the backend seam): seed 004's low-level transport bridge for OneKey's
 //                        JavaScript SDK (sans-I/O device machine, driver, JSON router)
+//   XTalkBleBridgeWebKit → XTalkBleBridge, WebKit (a stand-in on Linux): the bridge's WKWebView host and the
+//                        JavaScript plugin file it ships
 //   XTalkFakeBlueZ     → XTalkDBus, the simulator: a BlueZ of our own on a private dbus-daemon (tests, bench)
 //   XTalkChaos         → the SDKs and the simulator: seeded chaos scenarios (tests, `xtalk chaos`)
 //   XTalkCLI           → the SDKs, the bridge, the simulator, the chaos engine and the fake BlueZ: the tool's commands,
@@ -36,6 +38,8 @@ let onLinux = TargetDependencyCondition.when(platforms: [.linux])
 
 /// The CoreBluetooth stand-in's module name.
 let coreBluetoothStandIn = appleStandIns ? "CoreBluetooth" : "XTalkCoreBluetoothStandIn"
+/// The WebKit stand-in's module name.
+let webKitStandIn = appleStandIns ? "WebKit" : "XTalkWebKitStandIn"
 
 /// Stand-ins of Apple frameworks, only in the Apple stand-in build.
 let appleFrameworkStandIns: [Target] =
@@ -58,6 +62,7 @@ let package = Package(
         .library(name: "XTalkBleSdk", targets: ["XTalkBleSdk"]),
         .library(name: "XTalkDeviceAuthSdk", targets: ["XTalkDeviceAuthSdk"]),
         .library(name: "XTalkSimulator", targets: ["XTalkSimulator"]),
+        .library(name: "XTalkBleBridgeWebKit", targets: ["XTalkBleBridgeWebKit"]),
         .executable(name: "xtalk", targets: ["xtalk"]),
     ],
     targets: [
@@ -85,6 +90,12 @@ let package = Package(
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
         ),
         .target(name: "XTalkBleBridge", dependencies: ["XTalkBleSdk"]),
+        .target(name: webKitStandIn, path: "StandIns/WebKit"),
+        .target(
+            name: "XTalkBleBridgeWebKit",
+            dependencies: ["XTalkBleBridge", "XTalkBleSdk", .target(name: webKitStandIn, condition: onLinux)],
+            resources: [.copy("Resources/xtalk-lowlevel-plugin.js")]
+        ),
         .target(name: "XTalkFakeBlueZ", dependencies: ["XTalkDBus", "XTalkBleSdk", "XTalkSimulator"]),
         .target(name: "XTalkChaos", dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"]),
         .target(
@@ -124,7 +135,8 @@ let package = Package(
         .testTarget(
             name: "XTalkBleBridgeTests",
             dependencies: [
-                "XTalkBleBridge", "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport", "XTalkFakeBlueZ", "xtalk",
+                "XTalkBleBridge", "XTalkBleBridgeWebKit", "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport",
+                "XTalkFakeBlueZ", "xtalk", .target(name: webKitStandIn, condition: onLinux),
             ]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
     ] + appleFrameworkStandIns,

@@ -201,3 +201,39 @@ test('two devices at once keep separate queues', async function () {
   assert.equal(await receiveWithTimeout(plugin, first, abandoned), 'aa');
   await finish(host, abandoned);
 });
+
+test('createWebKitPlugin: postMessage({method, params}) to the handler, the reply text parsed, errors as Error', async function () {
+  const host = startBridge();
+  const posted = [];
+  // WebKit's side, as WKScriptMessageHandlerWithReply gives it to a page: postMessage resolves with the reply.
+  global.window = {
+    webkit: {
+      messageHandlers: {
+        xtalkBleBridge: {
+          postMessage: function (body) {
+            posted.push(body);
+            return host.post(body.method, body.params).then(function (reply) {
+              return JSON.stringify(reply);
+            });
+          },
+        },
+      },
+    },
+  };
+  try {
+    const { createWebKitPlugin } = require(
+      path.join(__dirname, '..', '..', 'Sources', 'XTalkBleBridgeWebKit', 'Resources', 'xtalk-lowlevel-plugin.js')
+    );
+    const plugin = createWebKitPlugin();
+    await plugin.init();
+    const devices = await plugin.enumerate();
+    await plugin.connect(devices[0].id);
+    await assert.rejects(plugin.send(devices[0].id, 'zz'), function (error) {
+      return error instanceof Error && error.code === 710 && error.reason === error.message;
+    });
+    assert.deepEqual(posted[2], { method: 'connect', params: { uuid: devices[0].id } });
+  } finally {
+    delete global.window;
+  }
+  await finish(host, []);
+});
