@@ -451,6 +451,19 @@
         }
     }
 
+    extension XTalkSimulatedEnvironment {
+        /// The CoreBluetooth backend over the stand-in, driven by this
+        /// environment (Linux): suites run through it as through the simulated central.
+        package func coreBluetoothBackend(queue: DispatchQueue = .main) -> any BleBackend {
+            let radio = SimulatedCoreBluetoothRadio(environment: self)
+            let backend = CoreBluetoothBackend(scheduler: scheduler, queue: queue) { delegate, queue, options in
+                radio.makeManager(delegate: delegate, queue: queue, options: options)
+            }
+            coreBluetoothRadio = radio  // kept alive with the environment
+            return backend
+        }
+    }
+
     extension XTalkBleClient {
         /// A client on the CoreBluetooth backend over the stand-in, driven by the
         /// simulated environment (Linux): the same client suite runs through it.
@@ -458,13 +471,7 @@
             coreBluetoothSimulator environment: XTalkSimulatedEnvironment, queue: DispatchQueue = .main,
             options: XTalkBleClientOptions = XTalkBleClientOptions()
         ) {
-            let radio = SimulatedCoreBluetoothRadio(environment: environment)
-            let backend = CoreBluetoothBackend(scheduler: environment.scheduler, queue: queue) {
-                delegate, queue, options in
-                radio.makeManager(delegate: delegate, queue: queue, options: options)
-            }
-            environment.coreBluetoothRadio = radio  // kept alive with the environment
-            self.init(backend: backend, options: options)
+            self.init(backend: environment.coreBluetoothBackend(queue: queue), options: options)
         }
     }
 #endif

@@ -335,3 +335,17 @@ extension Data {
         self.init(bytes)
     }
 }
+
+/// CI runs this suite twice: as is, and with `XTALK_BACKEND=corebluetooth`
+/// (the CoreBluetooth backend over the stand-in, driven by the simulator).
+@Test("the bridge suite runs through the backend XTALK_BACKEND names")
+@MainActor
+func bridgeRunsThroughTheNamedBackend() async throws {
+    let rig = BridgeRig()
+    switch BridgeRig.backendName {
+    case "simulator": #expect(!(rig.bridge.backend is CoreBluetoothBackend))
+    case "corebluetooth": #expect(rig.bridge.backend is CoreBluetoothBackend)
+    default: Issue.record("XTALK_BACKEND=\(BridgeRig.backendName) is not a backend this suite knows")
+    }
+    try await rig.connect()
+}

@@ -19,8 +19,20 @@ final class BridgeRig {
 
     init(devices: [XTalkSimulatedDevice] = [.oneKeyEcho()], settings: BridgeDeviceMachine.Settings = .init()) {
         environment = XTalkSimulatedEnvironment(devices: devices, clock: clock)
-        bridge = BleBridge(backend: environment.backend, settings: settings)
+        bridge = BleBridge(backend: Self.backend(environment), settings: settings)
         router = BridgeRouter(bridge: bridge)
+    }
+
+    /// The backend the suite runs through: the simulated central by default;
+    /// with `XTALK_BACKEND=corebluetooth` (a CI step), the CoreBluetooth
+    /// backend over the stand-in, driven by the same simulator.
+    nonisolated static let backendName = ProcessInfo.processInfo.environment["XTALK_BACKEND"] ?? "simulator"
+
+    static func backend(_ environment: XTalkSimulatedEnvironment) -> any BleBackend {
+        #if os(Linux)
+            if backendName == "corebluetooth" { return environment.coreBluetoothBackend() }
+        #endif
+        return environment.backend
     }
 
     var device: XTalkSimulatedPeripheral { environment.peripherals[0] }
