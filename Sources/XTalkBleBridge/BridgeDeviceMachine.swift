@@ -96,7 +96,48 @@ package struct BridgeDeviceMachine: Sendable {
         package var receiveQueueByteLimit = 256 * 1_024
         /// How long writes without response wait for a ready callback before looking again.
         package var writeRetryInterval: Duration = .milliseconds(50)
+        /// Bugs switched on, for the chaos checker's self-test (never in production).
+        package var injectedFaults = InjectedFaults()
         package init() {}
+    }
+
+    /// Known bugs the chaos checker must flag, each switched on alone in its self-test.
+    package struct InjectedFaults: Sendable, Hashable {
+        /// A session's end keeps the queued chunks (a reconnect would receive stale data).
+        package var keepsChunksAcrossSessions = false
+        /// A new receive replaces a parked one without answering it (the old promise hangs).
+        package var dropsReplacedReceive = false
+        /// A receive takes the newest queued chunk instead of the oldest.
+        package var takesNewestChunk = false
+        package init() {}
+
+        /// Each one alone, by name.
+        package static let each: [(name: String, faults: InjectedFaults)] = [
+            (
+                "chunks kept across sessions",
+                {
+                    var f = InjectedFaults()
+                    f.keepsChunksAcrossSessions = true
+                    return f
+                }()
+            ),
+            (
+                "replaced receive never answered",
+                {
+                    var f = InjectedFaults()
+                    f.dropsReplacedReceive = true
+                    return f
+                }()
+            ),
+            (
+                "newest chunk first",
+                {
+                    var f = InjectedFaults()
+                    f.takesNewestChunk = true
+                    return f
+                }()
+            ),
+        ]
     }
 
     private struct PendingSend: Sendable {
@@ -174,7 +215,7 @@ package struct BridgeDeviceMachine: Sendable {
             return [.resolve(id, .string(BridgeHex.encode(takeChunk())))]
         }
         var actions: [Action] = []
-        if let old = parkedReceive {
+        if let old = parkedReceive, !settings.injectedFaults.dropsReplacedReceive {
             actions.append(.reject(old, BridgeError(.timeout, "a newer receive replaced this one")))
         }
         parkedReceive = id
@@ -406,6 +447,11 @@ package struct BridgeDeviceMachine: Sendable {
     }
 
     private mutating func takeChunk() -> Data {
+        if settings.injectedFaults.takesNewestChunk, chunks.count - chunkHead > 1 {
+            let newest = chunks.removeLast()
+            queuedBytes -= newest.count
+            return newest
+        }
         let chunk = chunks[chunkHead]
         chunkHead += 1
         queuedBytes -= chunk.count
@@ -420,6 +466,7 @@ package struct BridgeDeviceMachine: Sendable {
     }
 
     private mutating func dropChunks() {
+        guard !settings.injectedFaults.keepsChunksAcrossSessions else { return }
         chunks.removeAll()
         chunkHead = 0
         queuedBytes = 0
