@@ -21,6 +21,41 @@ package indirect enum BridgeJSON: Sendable, Hashable {
         return nil
     }
 
+    /// The value as JSON text (keys sorted, numbers in Swift's shortest form).
+    package var encoded: String {
+        switch self {
+        case .null: "null"
+        case .bool(let flag): flag ? "true" : "false"
+        case .number(let value):
+            value.rounded() == value && abs(value) < 9e15 ? String(Int64(value)) : "\(value)"
+        case .string(let text): Self.quoted(text)
+        case .array(let elements): "[" + elements.map(\.encoded).joined(separator: ",") + "]"
+        case .object(let members):
+            "{"
+                + members.sorted { $0.key < $1.key }.map { Self.quoted($0.key) + ":" + $0.value.encoded }
+                .joined(separator: ",") + "}"
+        }
+    }
+
+    /// A JSON string literal.
+    package static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
     /// Parses one JSON text (surrounding whitespace allowed, nothing else).
     package static func parse(_ bytes: some Collection<UInt8>) throws(BridgeJSONError) -> BridgeJSON {
         var parser = Parser(Array(bytes))
@@ -249,7 +284,7 @@ package indirect enum BridgeJSON: Sendable, Hashable {
                 }
                 guard digits() > 0 else { throw BridgeJSONError("a number without an exponent") }
             }
-            guard let value = Double(String(decoding: bytes[start..<offset], as: UTF8.self)) else {
+            guard let value = Double(String(decoding: bytes[start..<offset], as: UTF8.self)), value.isFinite else {
                 throw BridgeJSONError("a number out of range at offset \(start)")
             }
             return value

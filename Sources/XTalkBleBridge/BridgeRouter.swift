@@ -103,22 +103,7 @@ package final class BridgeRouter {
     }
 
     /// A JSON string literal.
-    package static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    package static func quoted(_ text: String) -> String { BridgeJSON.quoted(text) }
 
     private static func idText(_ value: Double) -> String {
         if value.rounded() == value, abs(value) < 9e15 { return String(Int64(value)) }
