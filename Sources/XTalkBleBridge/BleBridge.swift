@@ -71,7 +71,7 @@ package final class BleBridge {
     }
 
     package func connect(uuid: String, _ completion: @escaping Completion) {
-        guard let id = UUID(uuidString: uuid) else {
+        guard let id = deviceID(uuid) else {
             return completion(.failure(BridgeError(.connected, "\"\(uuid)\" is not a device id")))
         }
         whenUsable(completion) { [self] in
@@ -84,38 +84,46 @@ package final class BleBridge {
     }
 
     package func disconnect(uuid: String, _ completion: @escaping Completion) {
-        guard let id = UUID(uuidString: uuid), machines[id] != nil else { return completion(.success(.null)) }
+        guard let id = deviceID(uuid), machines[id] != nil else { return completion(.success(.null)) }
         let request = register(completion)
         update(id) { $0.disconnect(request) }
     }
 
     /// `send(uuid, hex, options)`: `withoutResponse` nil is the contract's default (without response).
     package func send(uuid: String, hex: String, withoutResponse: Bool?, _ completion: @escaping Completion) {
-        guard let id = UUID(uuidString: uuid) else {
+        guard let id = deviceID(uuid) else {
             return completion(.failure(BridgeError(.writeCharacteristic, "\"\(uuid)\" is not a device id")))
         }
-        whenUsable(completion) { [self] in
-            let request = register(completion)
-            let capacity = capacity(of: id) ?? 20
-            update(id) { $0.send(request, hex: hex, withoutResponse: withoutResponse, capacity: capacity) }
-            pump(id)
+        // (The usual case first, without making a closure: this is the per-chunk path.)
+        guard usable else {
+            return whenUsable(completion) { [self] in
+                send(uuid: uuid, hex: hex, withoutResponse: withoutResponse, completion)
+            }
         }
+        let request = register(completion)
+        let capacity = capacity(of: id) ?? 20
+        update(id) { $0.send(request, hex: hex, withoutResponse: withoutResponse, capacity: capacity) }
+        pump(id)
     }
 
     package func receive(uuid: String, _ completion: @escaping Completion) {
-        guard let id = UUID(uuidString: uuid) else {
+        guard let id = deviceID(uuid) else {
             return completion(.failure(BridgeError(.deviceDisconnected, "\"\(uuid)\" is not a device id")))
         }
-        whenUsable(completion) { [self] in
-            let request = register(completion)
-            update(id) { $0.receive(request) }
+        guard usable else {
+            return whenUsable(completion) { [self] in receive(uuid: uuid, completion) }
         }
+        let request = register(completion)
+        update(id) { $0.receive(request) }
     }
+
+    /// Bluetooth is on and the bridge asked for it.
+    private var usable: Bool { activated && backend.state == .poweredOn }
 
     /// `getProtocolV2PacketCapacity(uuid)`: the write capacity without
     /// response, at most 244; nil while the device is not ready.
     package func protocolV2PacketCapacity(uuid: String) -> Int? {
-        guard let id = UUID(uuidString: uuid), machines[id]?.isReady == true else { return nil }
+        guard let id = deviceID(uuid), machines[id]?.isReady == true else { return nil }
         return capacity(of: id)
     }
 
@@ -132,8 +140,24 @@ package final class BleBridge {
 
     /// The device's machine (for tests and the host's diagnostics).
     package func machine(uuid: String) -> BridgeDeviceMachine? {
-        UUID(uuidString: uuid).flatMap { machines[$0] }
+        deviceID(uuid).flatMap { machines[$0] }
     }
+
+    /// The device id a request names (parsed once per id: Foundation's parser is slow on Linux).
+    private func deviceID(_ text: String) -> UUID? {
+        if let last = lastID, last.text == text { return last.id }
+        if let known = parsedIDs[text] {
+            lastID = (text, known)
+            return known
+        }
+        guard let id = UUID(uuidString: text) else { return nil }
+        if parsedIDs.count >= 256 { parsedIDs.removeAll() }
+        parsedIDs[text] = id
+        return id
+    }
+
+    private var parsedIDs: [String: UUID] = [:]
+    private var lastID: (text: String, id: UUID)?
 
     // MARK: Driving the machines
 
@@ -151,9 +175,8 @@ package final class BleBridge {
     /// Runs `step` on the device's machine, stores it, then performs its actions
     /// (a completion may call back into the bridge: the machine is stored first).
     private func update(_ id: UUID, _ step: (inout BridgeDeviceMachine) -> [BridgeDeviceMachine.Action]) {
-        var machine = machines[id] ?? BridgeDeviceMachine(profile: profile, settings: settings)
-        let actions = step(&machine)
-        machines[id] = machine
+        // Changed in place in the dictionary (one lookup, its arrays never copied).
+        let actions = step(&machines[id, default: BridgeDeviceMachine(profile: profile, settings: settings)])
         perform(actions, for: id)
     }
 

@@ -6,36 +6,62 @@ package enum BridgeHex {
     /// no spaces, nothing else). Anything else is refused whole, with the
     /// reason in words (never the text itself: it may be a signing request).
     package static func decode(_ text: String) -> Result<Data, BridgeError> {
-        let utf8 = text.utf8
+        var text = text
+        return text.withUTF8 { utf8 in decode(utf8) }
+    }
+
+    private static func decode(_ utf8: UnsafeBufferPointer<UInt8>) -> Result<Data, BridgeError> {
         guard !utf8.isEmpty else { return .failure(invalid("the hex is empty")) }
         guard utf8.count % 2 == 0 else { return .failure(invalid("the hex has an odd length (\(utf8.count))")) }
-        var bytes = Data(capacity: utf8.count / 2)
-        var high: UInt8?
-        for (offset, character) in utf8.enumerated() {
-            guard let nibble = value(of: character) else {
-                return .failure(invalid("the hex has a character that is not a hex digit at offset \(offset)"))
-            }
-            if let first = high {
-                bytes.append(first << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
+        var failure: Int?
+        var bytes = Data(count: utf8.count / 2)
+        bytes.withUnsafeMutableBytes { out in
+            nibbles.withUnsafeBufferPointer { table in
+                for index in 0..<out.count {
+                    let high = table[Int(utf8[2 * index])]
+                    let low = table[Int(utf8[2 * index + 1])]
+                    guard high | low < 0x10 else {
+                        failure = high < 0x10 ? 2 * index + 1 : 2 * index
+                        return
+                    }
+                    out[index] = high << 4 | low
+                }
             }
         }
+        if let failure { return .failure(notHex(at: failure)) }
         return .success(bytes)
+    }
+
+    private static func notHex(at offset: Int) -> BridgeError {
+        invalid("the hex has a character that is not a hex digit at offset \(offset)")
     }
 
     /// Lowercase hex, two digits per byte.
     package static func encode(_ bytes: Data) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+        bytes.withUnsafeBytes { raw in
+            pairs.withUnsafeBufferPointer { table in
+                String(unsafeUninitializedCapacity: raw.count * 2) { out in
+                    var index = 0
+                    while index < raw.count {
+                        let pair = table[Int(raw[index])]
+                        out[2 * index] = UInt8(truncatingIfNeeded: pair >> 8)
+                        out[2 * index + 1] = UInt8(truncatingIfNeeded: pair)
+                        index += 1
+                    }
+                    return raw.count * 2
+                }
+            }
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    /// Each byte's two lowercase digits (high digit in the high byte).
+    private static let pairs: [UInt16] = (0...255).map { byte in
+        let digits = Array("0123456789abcdef".utf8)
+        return UInt16(digits[byte >> 4]) << 8 | UInt16(digits[byte & 0x0F])
+    }
+
+    /// Each byte's value as a hex digit, 0xFF when it is not one.
+    private static let nibbles: [UInt8] = (0...255).map { value(of: UInt8($0)) ?? 0xFF }
 
     private static func value(of character: UInt8) -> UInt8? {
         switch character {

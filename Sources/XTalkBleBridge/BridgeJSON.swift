@@ -3,13 +3,13 @@ import Foundation
 /// A JSON value, as the router reads requests (RFC 8259). A small parser of
 /// our own: it keeps booleans and numbers apart on every platform (Foundation's
 /// bridges them through NSNumber), bounds nesting, and is cheap per request.
-package indirect enum BridgeJSON: Sendable, Hashable {
+package enum BridgeJSON: Sendable, Hashable {
     case null
     case bool(Bool)
     case number(Double)
     case string(String)
     case array([BridgeJSON])
-    case object([String: BridgeJSON])
+    case object(BridgeJSONObject)
 
     package subscript(key: String) -> BridgeJSON? {
         if case .object(let members) = self { return members[key] }
@@ -32,13 +32,30 @@ package indirect enum BridgeJSON: Sendable, Hashable {
         case .array(let elements): "[" + elements.map(\.encoded).joined(separator: ",") + "]"
         case .object(let members):
             "{"
-                + members.sorted { $0.key < $1.key }.map { Self.quoted($0.key) + ":" + $0.value.encoded }
+                + members.dictionary.sorted { $0.key < $1.key }.map { Self.quoted($0.key) + ":" + $0.value.encoded }
                 .joined(separator: ",") + "}"
         }
     }
 
     /// A JSON string literal.
     package static func quoted(_ text: String) -> String {
+        // Most text (hex, ids, words) needs no escape: one pass, one copy.
+        var probe = text
+        let plain: String? = probe.withUTF8 { utf8 in
+            var special: UInt8 = 0
+            for byte in utf8 {
+                special |=
+                    (byte < 0x20 ? 1 : 0) | (byte == UInt8(ascii: "\"") ? 1 : 0) | (byte == UInt8(ascii: "\\") ? 1 : 0)
+            }
+            guard special == 0 else { return nil }
+            return String(unsafeUninitializedCapacity: utf8.count + 2) { out in
+                out[0] = UInt8(ascii: "\"")
+                _ = UnsafeMutableBufferPointer(rebasing: out[1..<utf8.count + 1]).initialize(from: utf8)
+                out[utf8.count + 1] = UInt8(ascii: "\"")
+                return utf8.count + 2
+            }
+        }
+        if let plain { return plain }
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -58,7 +75,11 @@ package indirect enum BridgeJSON: Sendable, Hashable {
 
     /// Parses one JSON text (surrounding whitespace allowed, nothing else).
     package static func parse(_ bytes: some Collection<UInt8>) throws(BridgeJSONError) -> BridgeJSON {
-        var parser = Parser(Array(bytes))
+        try parse(Array(bytes))
+    }
+
+    package static func parse(_ bytes: [UInt8]) throws(BridgeJSONError) -> BridgeJSON {
+        var parser = Parser(bytes)
         parser.skipWhitespace()
         let value = try parser.value(depth: 0)
         parser.skipWhitespace()
@@ -76,7 +97,12 @@ package indirect enum BridgeJSON: Sendable, Hashable {
         var atEnd: Bool { offset == bytes.count }
 
         mutating func skipWhitespace() {
-            while offset < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[offset]) { offset += 1 }
+            while offset < bytes.count {
+                switch bytes[offset] {
+                case 0x20, 0x09, 0x0A, 0x0D: offset += 1
+                default: return
+                }
+            }
         }
 
         mutating func value(depth: Int) throws(BridgeJSONError) -> BridgeJSON {
@@ -109,7 +135,7 @@ package indirect enum BridgeJSON: Sendable, Hashable {
 
         mutating func object(depth: Int) throws(BridgeJSONError) -> BridgeJSON {
             offset += 1
-            var members: [String: BridgeJSON] = [:]
+            var members = BridgeJSONObject()
             skipWhitespace()
             if offset < bytes.count, bytes[offset] == UInt8(ascii: "}") {
                 offset += 1
@@ -124,7 +150,7 @@ package indirect enum BridgeJSON: Sendable, Hashable {
                 skipWhitespace()
                 try expect(UInt8(ascii: ":"))
                 skipWhitespace()
-                members[key] = try value(depth: depth + 1)
+                members.set(key, try value(depth: depth + 1))
                 skipWhitespace()
                 guard offset < bytes.count else { throw BridgeJSONError("the JSON ends early") }
                 if bytes[offset] == UInt8(ascii: ",") {
@@ -167,15 +193,41 @@ package indirect enum BridgeJSON: Sendable, Hashable {
 
         mutating func string() throws(BridgeJSONError) -> String {
             offset += 1
+            // The common case: no escape before the closing quote (hex, ids, names), scanned without checks.
+            let begin = offset
+            let fast: String? = bytes.withUnsafeBufferPointer { buffer in
+                // The closing quote (memchr), then one pass over the bytes before it (vectorised).
+                guard begin < buffer.count, let base = buffer.baseAddress,
+                    let quote = memchr(base + begin, Int32(UInt8(ascii: "\"")), buffer.count - begin)
+                else { return nil }
+                let end = base.distance(to: quote.assumingMemoryBound(to: UInt8.self))
+                var special: UInt8 = 0
+                for byte in buffer[begin..<end] {
+                    special |= (byte < 0x20 ? 1 : 0) | (byte == UInt8(ascii: "\\") ? 1 : 0) | byte >> 7
+                }
+                guard special == 0 else { return nil }
+                offset = end + 1
+                return String(decoding: buffer[begin..<end], as: UTF8.self)
+            }
+            if let fast { return fast }
             var scalars = String.UnicodeScalarView()
             var start = offset
             var plain = true
+            var ascii = true
             while offset < bytes.count {
                 let byte = bytes[offset]
+                ascii = ascii && byte < 0x80
                 if byte == UInt8(ascii: "\"") {
                     if plain {
-                        guard let text = String(validating: bytes[start..<offset], as: UTF8.self) else {
-                            throw BridgeJSONError("a string is not UTF-8")
+                        let text: String
+                        if ascii {  // (hex, ids, method names: nothing to validate)
+                            let range = start..<offset
+                            text = bytes.withUnsafeBufferPointer { String(decoding: $0[range], as: UTF8.self) }
+                        } else {
+                            guard let valid = String(validating: bytes[start..<offset], as: UTF8.self) else {
+                                throw BridgeJSONError("a string is not UTF-8")
+                            }
+                            text = valid
                         }
                         offset += 1
                         return text
@@ -284,6 +336,16 @@ package indirect enum BridgeJSON: Sendable, Hashable {
                 }
                 guard digits() > 0 else { throw BridgeJSONError("a number without an exponent") }
             }
+            // Integers (ids) without the C library's parser; anything else through Double's.
+            if offset - start <= 15,
+                !bytes[start..<offset].contains(where: { $0 == UInt8(ascii: ".") || $0 | 0x20 == UInt8(ascii: "e") })
+            {
+                var value = 0
+                for byte in bytes[start..<offset] where byte != UInt8(ascii: "-") {
+                    value = value * 10 + Int(byte - 48)
+                }
+                return Double(bytes[start] == UInt8(ascii: "-") ? -value : value)
+            }
             guard let value = Double(String(decoding: bytes[start..<offset], as: UTF8.self)), value.isFinite else {
                 throw BridgeJSONError("a number out of range at offset \(start)")
             }
@@ -295,4 +357,40 @@ package indirect enum BridgeJSON: Sendable, Hashable {
 package struct BridgeJSONError: Error, Sendable, Hashable, CustomStringConvertible {
     package let description: String
     package init(_ description: String) { self.description = description }
+}
+
+/// A JSON object's members in their order (a request has a handful: a
+/// dictionary would hash every key). The last of repeated keys wins.
+package struct BridgeJSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
+    package private(set) var keys: [String] = []
+    package private(set) var values: [BridgeJSON] = []
+
+    package init() {}
+
+    package init(dictionaryLiteral elements: (String, BridgeJSON)...) {
+        for (key, value) in elements { set(key, value) }
+    }
+
+    package subscript(key: String) -> BridgeJSON? {
+        keys.lastIndex(of: key).map { values[$0] }
+    }
+
+    package mutating func set(_ key: String, _ value: BridgeJSON) {
+        if let index = keys.lastIndex(of: key) {
+            values[index] = value
+        } else {
+            keys.append(key)
+            values.append(value)
+        }
+    }
+
+    package var count: Int { keys.count }
+
+    package var dictionary: [String: BridgeJSON] {
+        Dictionary(zip(keys, values), uniquingKeysWith: { $1 })
+    }
+
+    /// Equal as JSON objects are: the same members, in any order.
+    package static func == (lhs: BridgeJSONObject, rhs: BridgeJSONObject) -> Bool { lhs.dictionary == rhs.dictionary }
+    package func hash(into hasher: inout Hasher) { hasher.combine(dictionary) }
 }

@@ -27,6 +27,10 @@ package final class BridgeRouter {
 
     /// Handles one request (a JSON object); `reply` runs once with the reply line (no newline).
     package func handle(_ request: some Collection<UInt8>, reply: @escaping Reply) {
+        handle(Array(request), reply: reply)
+    }
+
+    package func handle(_ request: [UInt8], reply: @escaping Reply) {
         let object: BridgeJSON
         do {
             object = try BridgeJSON.parse(request)
@@ -41,7 +45,7 @@ package final class BridgeRouter {
         guard let method = object["method"]?.string else {
             return finish(.failure(Self.badRequest("the request has no method")))
         }
-        let params = object["params"] ?? .object([:])
+        let params = object["params"] ?? .object(BridgeJSONObject())
         let uuid = params["uuid"]?.string ?? ""
         switch method {
         case "init":
@@ -81,13 +85,23 @@ package final class BridgeRouter {
 
     /// The reply line for request `id` (nil: the request had none).
     package static func encode(id: String?, _ result: Result<BridgeValue, BridgeError>) -> String {
-        let head = "{\"id\":\(id ?? "null"),"
+        var line = "{\"id\":"
+        line.reserveCapacity(64)
+        line += id ?? "null"
         switch result {
         case .success(let value):
-            return head + "\"result\":" + json(value) + "}"
+            if case .string(let text) = value { line.reserveCapacity(text.utf8.count + 24) }
+            line += ",\"result\":"
+            line += json(value)
+            line += "}"
         case .failure(let error):
-            return head + "\"error\":{\"code\":\(error.code.rawValue),\"message\":" + quoted(error.message) + "}}"
+            line += ",\"error\":{\"code\":"
+            line += String(error.code.rawValue)
+            line += ",\"message\":"
+            line += quoted(error.message)
+            line += "}}"
         }
+        return line
     }
 
     private static func json(_ value: BridgeValue) -> String {

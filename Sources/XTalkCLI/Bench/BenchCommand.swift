@@ -48,12 +48,13 @@ struct BenchRow {
 }
 
 enum BenchCommand {
-    static let groups = ["link", "pipeline", "transactions", "auth", "memory", "scale", "bluez"]
+    static let groups = ["link", "pipeline", "transactions", "auth", "memory", "scale", "bluez", "bridge"]
 
     static let quick = OptionSpec.flag(
         "quick", help: "Small sizes (seconds instead of minutes); for tests and a first look.")
     static let only = OptionSpec.string(
-        "only", value: "ROWS", help: "Comma-separated rows to run: link,pipeline,transactions,auth,memory,scale,bluez.")
+        "only", value: "ROWS",
+        help: "Comma-separated rows to run: link,pipeline,transactions,auth,memory,scale,bluez,bridge.")
     static let deterministic = OptionSpec.flag(
         "deterministic", help: "Only the rows measured in virtual time (the same on every machine): what CI gates.")
 
@@ -87,7 +88,7 @@ enum BenchCommand {
             throw CLIError(
                 .usage,
                 "invalid value '\(unknown)' for --only: expected "
-                    + "link, pipeline, transactions, auth, memory, scale or bluez")
+                    + "link, pipeline, transactions, auth, memory, scale, bluez or bridge")
         }
         var rows: [BenchRow] = []
         @MainActor func add(_ new: [BenchRow]) {
@@ -110,6 +111,9 @@ enum BenchCommand {
         if only.contains("memory") && !deterministic { add(try await MemoryRow.rows(quick: quick)) }
         if only.contains("scale") && !deterministic { add(try await ScaleRow.rows(quick: quick)) }
         if only.contains("bluez") && !deterministic { add(try await BlueZRow.rows(quick: quick)) }
+        if only.contains("bridge") {
+            add(try await BridgeRow.rows(quick: quick, deterministicOnly: deterministic))
+        }
         let counted = rows.filter { $0.verdict != .info }.count
         let failed = rows.filter { $0.verdict == .fail }.count
         let info = rows.count - counted
