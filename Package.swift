@@ -62,6 +62,7 @@ let package = Package(
         .library(name: "XTalkBleSdk", targets: ["XTalkBleSdk"]),
         .library(name: "XTalkDeviceAuthSdk", targets: ["XTalkDeviceAuthSdk"]),
         .library(name: "XTalkSimulator", targets: ["XTalkSimulator"]),
+        .library(name: "XTalkBleBridge", targets: ["XTalkBleBridge"]),
         .library(name: "XTalkBleBridgeWebKit", targets: ["XTalkBleBridgeWebKit"]),
         .executable(name: "xtalk", targets: ["xtalk"]),
     ],

@@ -349,3 +349,19 @@ func bridgeRunsThroughTheNamedBackend() async throws {
     }
     try await rig.connect()
 }
+
+/// The public router (`XTalkBleBridgeRouter`) answers as the package's: JSON text in, JSON text out.
+@Test("XTalkBleBridgeRouter, the public entry for a host of one's own, answers the contract")
+@MainActor
+func publicRouterAnswers() async throws {
+    let clock = XTalkVirtualClock()
+    let environment = XTalkSimulatedEnvironment(devices: [.oneKeyEcho()], clock: clock)
+    let router = XTalkBleBridgeRouter(backend: environment.backend)
+    var replies: [String] = []
+    router.handle("{\"id\":1,\"method\":\"version\"}") { replies.append($0) }
+    router.handle("{\"id\":2,\"method\":\"enumerate\"}") { replies.append($0) }
+    for _ in 0..<300 where replies.count < 2 { await clock.advance(by: .milliseconds(10)) }
+    #expect(replies.first == "{\"id\":1,\"result\":\"1.0.0\"}")
+    #expect(replies.last?.contains("\"commType\":\"ble\"") == true)
+    #expect(replies.last?.contains(environment.peripherals[0].id.uuidString) == true)
+}

@@ -21,10 +21,13 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
 /// Every row the benchmark promises, by its figure's leading number: four
 /// public-API link configurations and three of the write pump alone, two
 /// chunk sizes × two figures, two transaction figures, four authentication
-/// figures, two memory figures and the scale figure.
+/// figures, two memory figures, the scale figure, and the bridge's two
+/// (echo throughput, router cost).
 /// (In-process, the BlueZ rows have no xtalk executable to run the fake BlueZ
 /// in: one info row says so. `BinaryTests` runs them through the binary.)
-private let expectedRowsPerFigure: [String: Int] = ["1": 8, "2": 6, "3": 2, "4": 5, "5": 2, "6": 1, "17": 1]
+private let expectedRowsPerFigure: [String: Int] = [
+    "1": 8, "2": 6, "3": 2, "4": 5, "5": 2, "6": 1, "17": 1, "18": 2,
+]
 
 /// What a row's JSON says, checked for consistency: a row with a target has
 /// `passed` and the matching result; an info row has neither.
@@ -105,8 +108,11 @@ struct BenchTests {
         let first = await xtalkRealTime(["bench", "--deterministic", "--quick", "--json"])
         #expect(first.code == 0, "\(first.stderr)")
         let rows = first.records(ofType: "bench")
-        #expect(rows.count == 11)
+        #expect(rows.count == 12)
         #expect(rows.allSatisfy { $0["deterministic"] as? Bool == true && $0["result"] as? String == "PASS" })
+        // The bridge's echo at the link's limit (the limit from the link model, not from the run).
+        let echo = try #require(rows.first { ($0["figure"] as? String)?.hasPrefix("18. Bridge: 2048-byte") == true })
+        #expect((echo["ratio"] as? Double).map { $0 >= 0.95 && $0 <= 1.0001 } == true)
         // The limits come from the design, not from the run: the first run against
         // plain firmware is bounded by the 800 ms probe window, the 150 ms drain
         // and three round trips of two 15 ms connection intervals each.
