@@ -11,8 +11,8 @@
 //   XTalkCrypto        → XTalkLibCrypto (Linux): Ed25519 + CSPRNG seam (CryptoKit / libcrypto)
 //   XTalkDeviceAuthSdk → XTalkSupport (re-exported), XTalkCrypto
 //   XTalkSimulator     → XTalkBleSdk (the backend seam only), XTalkCrypto
-//   XTalkBleBridge     → XTalkBleSdk (the backend seam): seed 004's low-level transport bridge for OneKey's
-//                        JavaScript SDK (sans-I/O device machine, driver, JSON router)
+//   XTalkBleBridge     → XTalkBleSdk (the backend seam), XTalkSupport (hex): seed 004's low-level transport
+//                        bridge for OneKey's JavaScript SDK (sans-I/O device machine, driver, JSON router)
 //   XTalkBleBridgeWebKit → XTalkBleBridge, WebKit (a stand-in on Linux): the bridge's WKWebView host and the
 //                        JavaScript plugin file it ships
 //   XTalkFakeBlueZ     → XTalkDBus, the simulator: a BlueZ of our own on a private dbus-daemon (tests, bench)
@@ -90,7 +90,7 @@ let package = Package(
             name: "XTalkSimulator",
             dependencies: ["XTalkBleSdk", "XTalkCrypto", .target(name: coreBluetoothStandIn, condition: onLinux)]
         ),
-        .target(name: "XTalkBleBridge", dependencies: ["XTalkBleSdk"]),
+        .target(name: "XTalkBleBridge", dependencies: ["XTalkSupport", "XTalkBleSdk"]),
         .target(name: webKitStandIn, path: "StandIns/WebKit"),
         .target(
             name: "XTalkBleBridgeWebKit",

@@ -204,7 +204,7 @@ package final class BleBridge {
                 backend.discoverCharacteristics(characteristics, for: service, of: id)
             case .subscribe(let characteristic): backend.setNotifyValue(true, for: characteristic, of: id)
             case .write(let data, let type):
-                backend.writeValue(data, for: profile.writeCharacteristic, of: id, type: type)
+                backend.writeValue(data, for: profile.writeRef, of: id, type: type)
             case .resolve(let request, let value): complete(request, .success(value))
             case .reject(let request, let error): complete(request, .failure(error))
             case .startTimer(let kind, let delay, let generation):
@@ -265,7 +265,7 @@ package final class BleBridge {
             guard let value else { return }
             update(id) { $0.notified(characteristic, value: value) }
         case .writeCompleted(let id, let characteristic, let error):
-            guard characteristic == profile.writeCharacteristic else { return }
+            guard characteristic == profile.writeRef else { return }
             update(id) { $0.writeCompleted(error: error) }
             pump(id)
         case .readyToSendWriteWithoutResponse(let id):

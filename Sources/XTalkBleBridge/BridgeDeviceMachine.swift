@@ -1,31 +1,17 @@
 import Foundation
 import XTalkBleSdk
 
-/// The device family the bridge talks to: a service, a characteristic the
-/// host writes and one that notifies. OneKey's profile by default.
-package struct BridgeProfile: Sendable, Hashable {
-    package var service: BleUUID
-    package var write: BleUUID
-    package var notify: BleUUID
+/// The device family the bridge talks to: the seam's passthrough (a
+/// service, a characteristic the host writes and one that notifies).
+/// OneKey's profile by default.
+package typealias BridgeProfile = GattProfile.Passthrough
 
-    package init(service: BleUUID, write: BleUUID, notify: BleUUID) {
-        self.service = service
-        self.write = write
-        self.notify = notify
-    }
-
+extension GattProfile.Passthrough {
     /// OneKey's BLE profile (hardware-js-sdk, docs/protocol/transports/ble.md).
-    package static let oneKey = BridgeProfile(
+    package static let oneKey = GattProfile.Passthrough(
         service: BleUUID("00000001-0000-1000-8000-00805F9B34FB"),
         write: BleUUID("00000002-0000-1000-8000-00805F9B34FB"),
         notify: BleUUID("00000003-0000-1000-8000-00805F9B34FB"))
-
-    package var writeCharacteristic: BleCharacteristicRef {
-        BleCharacteristicRef(service: service, characteristic: write)
-    }
-    package var notifyCharacteristic: BleCharacteristicRef {
-        BleCharacteristicRef(service: service, characteristic: notify)
-    }
 }
 
 /// A request's number, unique among the requests in flight (the host's).
@@ -317,13 +303,13 @@ package struct BridgeDeviceMachine: Sendable {
         }
         writeProperties = write.properties
         phase = .subscribing
-        return [.subscribe(profile.notifyCharacteristic)]
+        return [.subscribe(profile.notifyRef)]
     }
 
     package mutating func notificationStateUpdated(
         _ characteristic: BleCharacteristicRef, isNotifying: Bool, error: BleBackendError?
     ) -> [Action] {
-        guard phase == .subscribing, characteristic == profile.notifyCharacteristic else { return [] }
+        guard phase == .subscribing, characteristic == profile.notifyRef else { return [] }
         if let error {
             switch error.code {
             case .insufficientEncryption:  // the pairing the encrypted characteristic needs failed
@@ -388,7 +374,7 @@ package struct BridgeDeviceMachine: Sendable {
     /// A notification of the notify characteristic: to the parked receive,
     /// else queued (bounded: past the limit the link is ended, never a silent drop).
     package mutating func notified(_ characteristic: BleCharacteristicRef, value: Data) -> [Action] {
-        guard phase == .settling || phase == .ready, characteristic == profile.notifyCharacteristic else { return [] }
+        guard phase == .settling || phase == .ready, characteristic == profile.notifyRef else { return [] }
         if phase == .ready, let parked = parkedReceive {
             parkedReceive = nil
             return [.resolve(parked, .string(BridgeHex.encode(value)))]

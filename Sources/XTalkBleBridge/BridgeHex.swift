@@ -1,6 +1,12 @@
 import Foundation
 
-/// Hex as the low-level plugin contract carries it: strict in, lowercase out.
+#if canImport(XTalkSupport)
+    import XTalkSupport
+#endif
+
+/// Hex as the low-level plugin contract carries it: strict in (the host's
+/// codec, `Hex`, plus the contract's rule that a payload is never empty),
+/// lowercase out.
 package enum BridgeHex {
     /// Decodes `text`: non-empty, even length, only `[0-9a-fA-F]` (no `0x`,
     /// no spaces, nothing else). Anything else is refused whole, with the
@@ -13,23 +19,10 @@ package enum BridgeHex {
     private static func decode(_ utf8: UnsafeBufferPointer<UInt8>) -> Result<Data, BridgeError> {
         guard !utf8.isEmpty else { return .failure(invalid("the hex is empty")) }
         guard utf8.count % 2 == 0 else { return .failure(invalid("the hex has an odd length (\(utf8.count))")) }
-        var failure: Int?
-        var bytes = Data(count: utf8.count / 2)
-        bytes.withUnsafeMutableBytes { out in
-            nibbles.withUnsafeBufferPointer { table in
-                for index in 0..<out.count {
-                    let high = table[Int(utf8[2 * index])]
-                    let low = table[Int(utf8[2 * index + 1])]
-                    guard high | low < 0x10 else {
-                        failure = high < 0x10 ? 2 * index + 1 : 2 * index
-                        return
-                    }
-                    out[index] = high << 4 | low
-                }
-            }
-        }
-        if let failure { return .failure(notHex(at: failure)) }
-        return .success(bytes)
+        if let data = Hex.decodeData(utf8) { return .success(data) }
+        // Where the first non-digit is: the words say where, never what.
+        let offset = utf8.firstIndex { value(of: $0) == nil } ?? 0
+        return .failure(notHex(at: offset))
     }
 
     private static func notHex(at offset: Int) -> BridgeError {
@@ -59,9 +52,6 @@ package enum BridgeHex {
         let digits = Array("0123456789abcdef".utf8)
         return UInt16(digits[byte >> 4]) << 8 | UInt16(digits[byte & 0x0F])
     }
-
-    /// Each byte's value as a hex digit, 0xFF when it is not one.
-    private static let nibbles: [UInt8] = (0...255).map { value(of: UInt8($0)) ?? 0xFF }
 
     private static func value(of character: UInt8) -> UInt8? {
         switch character {

@@ -22,9 +22,9 @@ struct BridgeDeviceMachineTests {
         ]
         #expect(
             machine.characteristicsDiscovered(characteristics, service: profile.service, error: nil)
-                == [.subscribe(profile.notifyCharacteristic)])
+                == [.subscribe(profile.notifyRef)])
         #expect(
-            machine.notificationStateUpdated(profile.notifyCharacteristic, isNotifying: true, error: nil)
+            machine.notificationStateUpdated(profile.notifyRef, isNotifying: true, error: nil)
                 == [.startTimer(.settle, after: .milliseconds(150), generation: 1)])
         #expect(machine.settled(capacity: capacity, generation: 1) == [.cancelTimer(.connect), .resolve(1, .null)])
         return machine
@@ -41,7 +41,7 @@ struct BridgeDeviceMachineTests {
                 BleCharacteristicInfo(uuid: profile.write, properties: [.writeWithoutResponse]),
                 BleCharacteristicInfo(uuid: profile.notify, properties: [.notify]),
             ], service: profile.service, error: nil)
-        _ = machine.notificationStateUpdated(profile.notifyCharacteristic, isNotifying: true, error: nil)
+        _ = machine.notificationStateUpdated(profile.notifyRef, isNotifying: true, error: nil)
         // Capacity 20 (MTU 23): re-read after the settle, twice at most.
         #expect(
             machine.settled(capacity: 20, generation: 1).contains(
@@ -111,12 +111,12 @@ struct BridgeDeviceMachineTests {
 
     @Test func theEndOfASessionAnswersEverythingOnceAndKeepsNothing() {
         var machine = readyMachine()
-        _ = machine.notified(profile.notifyCharacteristic, value: Data([9]))
+        _ = machine.notified(profile.notifyRef, value: Data([9]))
         #expect(machine.queuedChunkCount == 1)
         #expect(machine.receive(10) == [.resolve(10, .string("09"))])
         _ = machine.receive(11)
         _ = machine.send(12, hex: "00", withoutResponse: false, capacity: 244)
-        _ = machine.notified(profile.notifyCharacteristic, value: Data([8]))  // to the parked receive
+        _ = machine.notified(profile.notifyRef, value: Data([8]))  // to the parked receive
         _ = machine.receive(13)
         let ended = machine.linkEnded(BridgeError(.deviceDisconnected, "lost"))
         let rejected = ended.compactMap { action -> BridgeRequestID? in
@@ -126,7 +126,7 @@ struct BridgeDeviceMachineTests {
         #expect(rejected.sorted() == [12, 13])
         #expect(machine.queuedChunkCount == 0 && machine.queuedBytes == 0)
         #expect(!machine.isReady)
-        #expect(machine.notified(profile.notifyCharacteristic, value: Data([7])) == [], "nothing after the end")
+        #expect(machine.notified(profile.notifyRef, value: Data([7])) == [], "nothing after the end")
         #expect(machine.linkEnded(BridgeError(.deviceDisconnected, "again")) == [])
     }
 }

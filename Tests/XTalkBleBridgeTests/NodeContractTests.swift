@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 import XTalkFakeBlueZ
 
 /// Node.js, for the contract driver (`Tests/BridgeContract`), if installed.
@@ -15,11 +16,7 @@ enum Node {
     static let missing: Comment = "skipped: Node.js is not installed (Debian: apt-get install nodejs)"
 
     /// The xtalk binary built next to the tests.
-    static var xtalk: String? {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        return [directory, directory.deletingLastPathComponent()].map { $0.appendingPathComponent("xtalk").path }
-            .first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static var xtalk: String? { BuiltProducts.xtalk }
 }
 
 /// On CI (`XTALK_REQUIRE_NODE=1`) the contract suite may not skip.

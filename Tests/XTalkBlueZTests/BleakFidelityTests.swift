@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 import XTalkFakeBlueZ
 
 /// Where bleak is installed (`Tests/BlueZFidelity/setup-venv`), if it is.
@@ -16,11 +17,7 @@ enum Bleak {
         "skipped: bleak is not installed (Tests/BlueZFidelity/setup-venv makes .build/bleak-venv with pinned packages)"
 
     /// The xtalk binary built next to the tests.
-    static var xtalk: String? {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        return [directory, directory.deletingLastPathComponent()].map { $0.appendingPathComponent("xtalk").path }
-            .first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static var xtalk: String? { BuiltProducts.xtalk }
 }
 
 /// On CI (`XTALK_REQUIRE_BLUEZ=1`), the BlueZ suites may not skip: what they

@@ -233,7 +233,7 @@ private final class NullBackend: BleBackend {
     func notify(_ chunk: Data) {
         eventHandler?(
             .valueUpdated(
-                peripheral: Self.device, characteristic: profile.notifyCharacteristic, value: chunk, error: nil))
+                peripheral: Self.device, characteristic: profile.notifyRef, value: chunk, error: nil))
     }
 }
 
