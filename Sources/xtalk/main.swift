@@ -7,11 +7,22 @@ import XTalkCLI
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
-// Only the interactive shell and the bridge's JSON-lines host read standard input (every line kept).
-let (input, inputLines) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+// Only the interactive shell and the bridge's JSON-lines host read standard input. At most 1,024
+// lines wait for the command, and none is ever dropped: a full buffer holds the reader (and the
+// writer then blocks on the pipe) until the command takes one.
+let (input, inputLines) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(1_024))
 if arguments.first == "shell" || arguments.first == "bridge" {
     Thread.detachNewThread {
-        while let line = readLine() { inputLines.yield(line) }
+        reading: while let line = readLine() {
+            while true {
+                switch inputLines.yield(line) {
+                case .enqueued: continue reading
+                case .terminated: break reading
+                case .dropped: usleep(1_000)  // full: the line is offered again
+                @unknown default: break reading
+                }
+            }
+        }
         inputLines.finish()
     }
 } else {

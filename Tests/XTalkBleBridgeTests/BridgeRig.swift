@@ -57,13 +57,26 @@ final class BridgeRig {
     }
 
     /// Moves time until `id` is answered (bounded), and returns the reply.
+    /// Steps start at 5 ms and double up to 250 ms: a reply due in seconds
+    /// (a timeout) costs a few dozen steps, not thousands (each step settles
+    /// the main actor, which matters under the sanitizers).
     func await(_ id: Int, within limit: Duration = .seconds(30)) async -> Reply? {
-        var waited = Duration.zero
-        while replies[id] == nil, waited < limit {
-            await clock.advance(by: .milliseconds(5))
-            waited += .milliseconds(5)
-        }
+        await advance(until: { replies[id] != nil }, within: limit)
         return reply(to: id)
+    }
+
+    func advance(until done: () -> Bool, within limit: Duration = .seconds(30)) async {
+        await Self.advance(clock, until: done, within: limit)
+    }
+
+    static func advance(_ clock: XTalkVirtualClock, until done: () -> Bool, within limit: Duration) async {
+        var waited = Duration.zero
+        var step = Duration.milliseconds(5)
+        while !done(), waited < limit {
+            await clock.advance(by: step)
+            waited += step
+            step = min(step * 2, .milliseconds(250))
+        }
     }
 
     /// Calls `method` and waits for its reply.

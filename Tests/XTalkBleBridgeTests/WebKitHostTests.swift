@@ -37,11 +37,7 @@
             controller.postMessage(
                 ["method": method, "params": params], name: XTalkBleBridgeMessageHandler.handlerName, frameInfo: frame
             ) { reply, error in answer = (reply, error) }
-            var waited = Duration.zero
-            while answer == nil, waited < .seconds(30) {
-                await clock.advance(by: .milliseconds(5))
-                waited += .milliseconds(5)
-            }
+            await BridgeRig.advance(clock, until: { answer != nil }, within: .seconds(30))
             #expect(answer?.1 == nil, "replies are values, never WebKit errors")
             guard let text = answer?.0 as? String else { return nil }
             return try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
