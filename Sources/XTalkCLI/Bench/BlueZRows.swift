@@ -15,7 +15,7 @@ import XTalkFakeBlueZ
 /// - CPU per notification: the fake sends a burst of notifications, each one
 ///   `+DI:` line; this process's CPU time (user + system, every thread: the
 ///   D-Bus reader, the main actor) until the client has delivered every
-///   frame, divided by their number. Target: at most 20 µs (a Raspberry-Pi-class
+///   frame, divided by their number; the median of three bursts. Target: at most 20 µs (a Raspberry-Pi-class
 ///   gateway at BLE's peak of a few thousand notifications a second keeps
 ///   most of a core).
 enum BlueZRow {
@@ -65,14 +65,21 @@ enum BlueZRow {
             }
             if index >= 3 { ours.append(Measure.seconds(ContinuousClock.now - start) * 1_000) }
         }
-        let perNotification = try await cpuPerNotification(client, bus: bus, count: quick ? 2_000 : 20_000)
+        // The median of three bursts: another process's work on this machine (a shared
+        // runner) can only add to a burst's CPU time, and one disturbed burst moves no median.
+        var bursts: [Duration] = []
+        for _ in 0..<3 {
+            bursts.append(try await cpuPerNotification(client, bus: bus, count: quick ? 2_000 : 20_000))
+        }
+        let perNotification = bursts.sorted()[1]
         client.disconnect()
 
         var rows: [BenchRow] = [
             BenchRow(
                 figure: "17. BlueZ backend: CPU per received notification (one +DI: line each)",
                 target: "<= 20 µs",
-                measured: String(format: "%.1f µs (process, every thread)", Measure.seconds(perNotification) * 1e6),
+                measured: String(
+                    format: "%.1f µs (process, every thread; median of 3)", Measure.seconds(perNotification) * 1e6),
                 passed: perNotification <= cpuTarget,
                 values: [("cpu_per_notification_us", .double(Measure.seconds(perNotification) * 1e6))])
         ]

@@ -22,7 +22,8 @@ import XTalkSimulator
 ///   over and the reply encoded; a notification handed to the parked
 ///   `receive`, its hex and JSON reply encoded, the next `receive` parsed.
 ///   Measured against a backend that does nothing (so only the router and
-///   the bridge count), this thread's CPU over 20,000 chunks. Target: 5 µs.
+///   the bridge count), this thread's CPU over 20,000 chunks, the median of
+///   three rounds. Target: 5 µs.
 enum BridgeRow {
     static let throughputTarget = 0.95
     static let cpuTarget: Duration = .microseconds(5)
@@ -144,19 +145,24 @@ enum BridgeRow {
         var bytesOut = 0
         router.handle(receive) { bytesOut += $0.utf8.count }
         let before = replies
-        let (_, cpu) = Measure.cpu {
-            for _ in 0..<chunks {
-                router.handle(send) { bytesOut += $0.utf8.count }
-                backend.notify(chunk)
-                router.handle(receive) { bytesOut += $0.utf8.count }
+        // The median of three rounds: another process on a shared machine only adds time.
+        var rounds: [Duration] = []
+        for _ in 0..<3 {
+            let (_, cpu) = Measure.cpu {
+                for _ in 0..<chunks {
+                    router.handle(send) { bytesOut += $0.utf8.count }
+                    backend.notify(chunk)
+                    router.handle(receive) { bytesOut += $0.utf8.count }
+                }
             }
+            rounds.append(cpu / chunks)
         }
-        let perChunk = cpu / chunks
-        let ok = replies == before && backend.written == chunks * chunk.count && bytesOut > chunks * 2 * 244
+        let perChunk = rounds.sorted()[1]
+        let ok = replies == before && backend.written == 3 * chunks * chunk.count && bytesOut > 3 * chunks * 2 * 244
         return BenchRow(
             figure: "18. Bridge router: CPU per 244-byte chunk, both directions (hex and JSON included)",
             target: "<= 5 µs",
-            measured: String(format: "%.2f µs (this thread)", Measure.seconds(perChunk) * 1e6)
+            measured: String(format: "%.2f µs (this thread; median of 3)", Measure.seconds(perChunk) * 1e6)
                 + (ok ? "" : " (the replies did not add up)"),
             passed: ok && perChunk <= cpuTarget,
             values: [("cpu_per_chunk_us", .double(Measure.seconds(perChunk) * 1e6))])
