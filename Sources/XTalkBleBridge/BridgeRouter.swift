@@ -40,7 +40,7 @@ package final class BridgeRouter {
         guard case .number(let number)? = object["id"] else {
             return reply(Self.encode(id: nil, .failure(Self.badRequest("the request has no numeric id"))))
         }
-        let id = Self.idText(number)
+        let id = BridgeJSON.number(number).encoded  // the id as given (integers without a fraction)
         let finish: BleBridge.Completion = { result in reply(Self.encode(id: id, result)) }
         guard let method = object["method"]?.string else {
             return finish(.failure(Self.badRequest("the request has no method")))
@@ -98,7 +98,7 @@ package final class BridgeRouter {
             line += ",\"error\":{\"code\":"
             line += String(error.code.rawValue)
             line += ",\"message\":"
-            line += quoted(error.message)
+            line += BridgeJSON.quoted(error.message)
             line += "}}"
         }
         return line
@@ -108,20 +108,14 @@ package final class BridgeRouter {
         switch value {
         case .null: "null"
         case .number(let number): String(number)
-        case .string(let text): quoted(text)
+        case .string(let text): BridgeJSON.quoted(text)
         case .devices(let devices):
             "["
-                + devices.map { "{\"id\":\(quoted($0.id)),\"name\":\(quoted($0.name)),\"commType\":\"ble\"}" }
+                + devices.map {
+                    "{\"id\":\(BridgeJSON.quoted($0.id)),\"name\":\(BridgeJSON.quoted($0.name)),\"commType\":\"ble\"}"
+                }
                 .joined(separator: ",") + "]"
         }
-    }
-
-    /// A JSON string literal.
-    package static func quoted(_ text: String) -> String { BridgeJSON.quoted(text) }
-
-    private static func idText(_ value: Double) -> String {
-        if value.rounded() == value, abs(value) < 9e15 { return String(Int64(value)) }
-        return String(value)
     }
 
     private static func badRequest(_ reason: String) -> BridgeError {

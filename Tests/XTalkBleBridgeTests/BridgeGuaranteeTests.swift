@@ -118,7 +118,7 @@ struct BridgeIOTests {
     func malformedHexIsRefusedBeforeAnyWrite(hex: String) async throws {
         let rig = BridgeRig()
         try await rig.connect()
-        let reply = await rig.call("send", rig.params("\"data\":\(BridgeRouter.quoted(hex))"))
+        let reply = await rig.call("send", rig.params("\"data\":\(BridgeJSON.quoted(hex))"))
         #expect(reply?.code == 710, "\(reply?.line ?? "no reply")")
         #expect(!(reply?.line.contains(hex) ?? true) || hex.isEmpty || hex == "0", "the payload is not echoed")
         await rig.clock.advance(by: .milliseconds(200))
