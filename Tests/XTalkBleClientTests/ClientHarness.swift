@@ -21,9 +21,9 @@ final class ClientHarness {
         devices: [XTalkSimulatedDevice] = [ClientHarness.fastDevice()],
         bluetoothState: XTalkSimulatedBluetoothState = .poweredOn,
         options: XTalkBleClientOptions = XTalkBleClientOptions(), seed: UInt64 = 11,
-        readsEventsAtStart: Bool = false
+        readsEventsAtStart: Bool = false, clock: XTalkVirtualClock = XTalkVirtualClock()
     ) {
-        clock = XTalkVirtualClock()
+        self.clock = clock
         environment = XTalkSimulatedEnvironment(
             devices: devices, clock: clock, bluetoothState: bluetoothState, seed: seed)
         var options = options

@@ -70,7 +70,11 @@ struct EventStreamsTests {
 
     @Test("a 5,000-frame flood with a stalled consumer, then link loss: the stream still yields the state change")
     func floodThenLinkLoss() async {
-        let harness = ClientHarness(options: XTalkBleClientOptions(eventBufferLimit: 64))
+        // The flood is delivered synchronously on the main actor, so two
+        // yields per timer deliver it; the default 24 made this one test cost
+        // some 75,000 main-queue hops, over a minute under ThreadSanitizer.
+        let harness = ClientHarness(
+            options: XTalkBleClientOptions(eventBufferLimit: 64), clock: XTalkVirtualClock(settleYields: 2))
         await harness.connect()
         let stream = harness.client.events  // read, then not consumed while the flood lasts
         let start = harness.events.count

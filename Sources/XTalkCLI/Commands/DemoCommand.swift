@@ -86,7 +86,9 @@ final class Demo {
                 throw CLIError(.failure, "link loss can only be injected on the simulator")
             }
             peripheral.disconnect()
-            try await session.waitUntil("Waiting for the link loss", limit: .seconds(3)) { identity == nil }
+            try await session.waitUntil("Waiting for the link loss", limit: .seconds(3), linkLossEnds: false) {
+                identity == nil
+            }
             details.append("link lost: state \(client.connectionState), identity cleared")
             details.append("business payload after the loss: " + businessGate())
             _ = try await connectStrongest()

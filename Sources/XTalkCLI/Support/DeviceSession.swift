@@ -242,12 +242,16 @@ final class DeviceSession {
         return device
     }
 
-    /// Waits on the context's clock until `condition` holds or the connection fails.
-    func waitUntil(_ what: String, limit: Duration = .seconds(15), _ condition: () -> Bool) async throws(CLIError) {
+    /// Waits on the context's clock until `condition` holds or the connection
+    /// fails. A wait for what a link loss causes passes `linkLossEnds: false`:
+    /// the state says `.disconnected` before the app's event consumer has run.
+    func waitUntil(
+        _ what: String, limit: Duration = .seconds(15), linkLossEnds: Bool = true, _ condition: () -> Bool
+    ) async throws(CLIError) {
         let deadline = context.elapsed + limit
         while !condition() {
             if case .failed(let error) = client.connectionState { throw failure(error, doing: what) }
-            if client.connectionState == .disconnected {
+            if linkLossEnds, client.connectionState == .disconnected {
                 throw CLIError(.notReady, "\(what) failed: the link was lost")
             }
             guard context.elapsed < deadline else { throw CLIError(.timeout, "\(what) timed out") }
