@@ -168,14 +168,17 @@ struct FieldFailureTests {
     }
 
     /// Connects and waits up to `limit` for atReady or a failure.
-    static func connect(_ harness: ClientHarness, within limit: Duration) async throws {
+    /// Connects to the first scan result, checking for the outcome every `step`.
+    static func connect(
+        _ harness: ClientHarness, within limit: Duration, step: Duration = .milliseconds(50)
+    ) async throws {
         await harness.scan()
         let result = try #require(harness.client.scanResults.first)
         harness.client.connect(id: result.id)
         let deadline = harness.clock.elapsed + limit
         while !harness.client.atReady, harness.clock.elapsed < deadline {
             if case .failed = harness.client.connectionState { return }
-            await harness.advance(.milliseconds(50))
+            await harness.advance(step)
         }
     }
 
@@ -197,11 +200,12 @@ struct FieldFailureTests {
     func pairingCountsAgainstConnectTimeout() async throws {
         let slow = Self.pairingDevice(.userPairs(after: .seconds(12)))
         let harness = ClientHarness(devices: [slow])
-        try await Self.connect(harness, within: .seconds(15))
+        // Half-second checks: fifteen virtual seconds in 50 ms steps cost 77 s under TSan in CI.
+        try await Self.connect(harness, within: .seconds(15), step: .milliseconds(500))
         #expect(harness.client.connectionState == .failed(.timeout), "the default 10 s ran out first")
         #expect(!harness.peripheral.isConnected, "no link left behind")
         let patient = ClientHarness(devices: [slow], options: XTalkBleClientOptions(connectTimeout: .seconds(30)))
-        try await Self.connect(patient, within: .seconds(15))
+        try await Self.connect(patient, within: .seconds(15), step: .milliseconds(500))
         #expect(patient.client.atReady)
         await harness.finish()
         await patient.finish()
