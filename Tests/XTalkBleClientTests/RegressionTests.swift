@@ -7,6 +7,25 @@ import XTalkSimulator
 @Suite("Regressions", .timeLimit(.minutes(5)))
 @MainActor
 struct RegressionTests {
+    @Test("a client made with an environment the app does not keep works: the client keeps it alive (it crashed)")
+    func environmentNotKept() async throws {
+        let clock = XTalkVirtualClock()
+        weak var dropped: XTalkSimulatedEnvironment?
+        let ble = {
+            let environment = XTalkSimulatedEnvironment(clock: clock)
+            dropped = environment
+            return XTalkBleClient(simulator: environment)
+        }()
+        #expect(dropped != nil, "the client keeps the environment")
+        ble.startScan()
+        await clock.advance(by: .seconds(1))
+        let radio = try #require(ble.scanResults.first)
+        ble.connect(id: radio.id)
+        await clock.advance(by: .seconds(1))
+        #expect(try await clock.run { try await ble.runAtCommand("AT+VER?") } == ["+VER:2.1.0", "OK"])
+        ble.teardown()
+    }
+
     @Test("a slow device's answer to a command of the lost connection never reaches the new connection's command")
     func lateReplyCrossesReconnect() async throws {
         let harness = ClientHarness()

@@ -70,6 +70,15 @@ extension BleBackend {
     package var unavailableReason: String? { nil }
 }
 
+/// A backend whose model lives in another object that does not keep itself
+/// alive (the simulator's central, owned by its environment): the client keeps
+/// `keptAlive` as long as the client exists, so an app may drop its own
+/// reference to that object.
+@MainActor
+package protocol BleBackendKeepingAlive {
+    var keptAlive: AnyObject { get }
+}
+
 /// A Bluetooth central: scan, connect, discover, subscribe, read, write.
 @MainActor
 package protocol BleBackend: AnyObject {

@@ -77,6 +77,8 @@ public final class XTalkBleClient: NSObject {
     // MARK: Internals
 
     let backend: any BleBackend
+    /// What the backend needs alive (the simulated environment behind a simulated central).
+    private let keptAlive: AnyObject?
     let options: XTalkBleClientOptions
     private(set) var machine: ConnectionStateMachine
     /// The AT channel of the current connection, once `atReady`.
@@ -130,6 +132,7 @@ public final class XTalkBleClient: NSObject {
         backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(), profile: GattProfile = .xTalk
     ) {
         self.backend = backend
+        keptAlive = (backend as? any BleBackendKeepingAlive)?.keptAlive
         self.options = options
         machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state, profile: profile)
         super.init()
@@ -211,6 +214,11 @@ public final class XTalkBleClient: NSObject {
     /// Set by `terminateProcess()`: backend commands are dropped.
     private var isTerminated = false
 
+    /// Ends the client for good: stops scanning, ends the link, ends every
+    /// pending call with `.cancelled`, finishes every `events` stream and
+    /// removes the observers and `onEvent`. Idempotent. Afterwards the lifecycle methods do
+    /// nothing and the AT/RF methods throw `.notConnected`; create a new client
+    /// to start again.
     public func teardown() {
         guard !isTornDown else { return }
         log(.info, "teardown")

@@ -14,7 +14,7 @@ import XTalkBleSdk
 /// - Writes without response beyond the flow-control credits are dropped;
 ///   `maximumWriteValueLength` is MTU − 3 without response, 512 with.
 @MainActor
-package final class SimulatedCentral: BleBackend {
+package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
     package var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
     package private(set) var state: BleManagerState = .unknown
     private unowned let environment: XTalkSimulatedEnvironment
@@ -24,6 +24,10 @@ package final class SimulatedCentral: BleBackend {
     }
 
     package var scheduler: any TimerScheduling { environment.scheduler }
+
+    /// The environment (it owns this central, which holds it unowned): a
+    /// client keeps it alive, so `XTalkBleClient(simulator: XTalkSimulatedEnvironment(...))` is safe.
+    package var keptAlive: AnyObject { environment }
 
     // MARK: Delivery
 
