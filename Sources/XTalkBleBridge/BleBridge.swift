@@ -12,7 +12,7 @@ package final class BleBridge {
     package typealias Completion = @MainActor (Result<BridgeValue, BridgeError>) -> Void
 
     /// The plugin's `version`.
-    package static let version = "1.0.0"
+    package static let version = XTalkSdkVersion.string
     /// The largest capacity the JavaScript SDK uses (it clamps to 244).
     package static let maximumCapacity = 244
 
