@@ -27,7 +27,8 @@
 // Apple code on Linux. The CoreBluetooth backend compiles on every Linux build
 // against StandIns/CoreBluetooth (the same Swift-visible API, driven by the
 // simulator in tests). With XTALK_APPLE_STANDINS=1 in the environment (a CI
-// step), the Apple-only lines (Combine, CryptoKit, Security, os) compile too,
+// step), the Apple-only lines (Combine, CryptoKit, Security, os, and SwiftUI
+// in the documentation's samples) compile too,
 // against stand-ins of those frameworks, and the CoreBluetooth stand-in takes
 // the name CoreBluetooth, so that `canImport` selects the Apple code paths.
 
@@ -49,6 +50,7 @@ let appleFrameworkStandIns: [Target] =
         .target(name: "CryptoKit", dependencies: ["XTalkLibCrypto"], path: "StandIns/CryptoKit"),
         .target(name: "Security", path: "StandIns/Security"),
         .target(name: "os", path: "StandIns/os"),
+        .target(name: "SwiftUI", dependencies: ["Combine"], path: "StandIns/SwiftUI"),
     ] : []
 
 func standIns(_ names: String...) -> [Target.Dependency] {
@@ -140,6 +142,10 @@ let package = Package(
                 "XTalkFakeBlueZ", "xtalk", .target(name: webKitStandIn, condition: onLinux),
             ]),
         .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
+        // The documentation's code samples (Snippets/), compiled, and the checks that keep the articles true.
+        .testTarget(
+            name: "XTalkDocumentationTests",
+            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"] + standIns("Combine", "SwiftUI")),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,8 @@
 /// The AT encodings the authenticator can probe.
 public enum DeviceAuthAtEncoding: String, Sendable, Hashable, CaseIterable {
+    /// ASCII as it is (older firmware).
     case plain
+    /// Every byte XOR-ed with 0x5A (current firmware).
     case xor
 }
 

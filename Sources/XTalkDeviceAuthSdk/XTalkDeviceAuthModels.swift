@@ -100,6 +100,7 @@ public struct XTalkDeviceIdentity: Sendable, Hashable {
     public let did: String
     /// The serial text, e.g. `XT2648012345`.
     public let serial: String
+    /// Where the serial number comes from.
     public let source: XTalkDeviceIdentitySource
 
     /// Normal consumers use the identity `authenticate` returns instead.
@@ -170,6 +171,9 @@ public struct XTalkDeviceAuthConfiguration: Sendable, Hashable {
     /// `lastUnexpectedIdentity` tells which device it was. Nil: any device.
     public var expectedDeviceID: UInt32?
 
+    /// A configuration with the API reference's defaults; every value must be
+    /// greater than zero, and a trust-anchor list must not be empty, or
+    /// `authenticate` throws `.invalidConfiguration`.
     public init(
         probeTimeoutMs: Int = 800,
         strictProbeTimeoutMs: Int = 1_200,
@@ -198,6 +202,7 @@ public struct XTalkDeviceAuthConfiguration: Sendable, Hashable {
 
 /// The outcome of a successful authentication.
 public struct XTalkDeviceAuthResult: Sendable, Hashable {
+    /// The verified identity of the device.
     public let identity: XTalkDeviceIdentity
     /// The encoding the firmware uses (the transport is left set to it).
     public let encoding: DeviceAuthAtEncoding
@@ -209,10 +214,12 @@ public struct XTalkDeviceAuthResult: Sendable, Hashable {
     /// it in development builds only (see `XTalkTrustAnchors`).
     public let verifiedBy: XTalkTrustAnchor?
 
+    /// A result with these values and no verifying anchor (the API reference's initializer).
     public init(identity: XTalkDeviceIdentity, encoding: DeviceAuthAtEncoding, didRequireChallenge: Bool) {
         self.init(identity: identity, encoding: encoding, didRequireChallenge: didRequireChallenge, verifiedBy: nil)
     }
 
+    /// A result with these values, naming the anchor that verified the signature.
     public init(
         identity: XTalkDeviceIdentity, encoding: DeviceAuthAtEncoding, didRequireChallenge: Bool,
         verifiedBy: XTalkTrustAnchor?
@@ -226,11 +233,18 @@ public struct XTalkDeviceAuthResult: Sendable, Hashable {
 
 /// Where an authentication is.
 public enum XTalkDeviceAuthState: Sendable, Hashable {
+    /// No authentication has run since the authenticator was created or `reset()`.
     case idle
+    /// Asking `AT+AUTH?` to find the firmware's AT encoding.
     case probing
+    /// Running challenge `attempt` (from 1) of at most `maxAttempts`.
     case challenging(attempt: Int, maxAttempts: Int)
+    /// Reading and checking the identity (`AT+ID?`).
     case readingIdentity
+    /// The device proved this identity.
     case authenticated(XTalkDeviceIdentity)
+    /// The last authentication failed with this error (the one `authenticate` threw).
     case failed(XTalkDeviceAuthError)
+    /// The last authentication was cancelled.
     case cancelled
 }

@@ -58,6 +58,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         var task: Task<Void, Never>?
     }
 
+    /// An authenticator that runs its commands over `transport`.
     public convenience init(transport: any DeviceAuthTransport) {
         self.init(transport: transport, randomBytes: nil)
     }

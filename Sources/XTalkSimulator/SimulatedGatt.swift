@@ -43,8 +43,11 @@ extension XTalkSimulatedGatt {
 
 /// A service of the simulated device's GATT database.
 public enum XTalkSimulatedGattService: Sendable, Hashable {
+    /// xTalk's passthrough service (TX and RX).
     case passthrough
+    /// The Battery service (180F).
     case battery
+    /// The Device Information service (180A).
     case deviceInformation
     /// A firmware-update service (Nordic DFU, FE59), which the SDK never uses.
     case dfu

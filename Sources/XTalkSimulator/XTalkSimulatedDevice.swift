@@ -22,10 +22,14 @@ public struct XTalkSimulatedDevice: Sendable {
     public var advertisingInterval: Duration
     /// Whether advertisements carry the passthrough service UUID (the scan filter).
     public var advertisesPassthroughService: Bool
+    /// The radio's firmware: what it answers, and its faults.
     public var firmware: XTalkSimulatedFirmware
+    /// The BLE link to the phone: MTU, timing, flow control, link loss.
     public var link: XTalkSimulatedLink
+    /// The GATT database the phone discovers.
     public var gatt: XTalkSimulatedGatt
 
+    /// A healthy xTalk radio with these values; every argument has a default.
     public init(
         name: String = "xTalk-0001",
         address: String? = "C0:FF:EE:00:00:01",
@@ -85,6 +89,7 @@ public struct XTalkSimulatedFirmware: Sendable {
     public var deviceID: UInt32
     /// The serial text reported by `AT+ID?`, e.g. `XT2648012345`.
     public var serial: String
+    /// Where the serial comes from (`AT+ID?` reports it).
     public var serialSource: XTalkSimulatedSerialSource
     /// `AT+VER?` answers `+VER:<version>`.
     public var version: String
@@ -99,6 +104,7 @@ public struct XTalkSimulatedFirmware: Sendable {
     public var processingDelay: Duration
     /// Radio airtime of a frame: `airtimeBase + airtimePerByte × payload bytes`.
     public var airtimeBase: Duration
+    /// Radio airtime per payload byte (see `airtimeBase`).
     public var airtimePerByte: Duration
     /// How transmissions end: nil for `+SENDFIN:OK`, or the failure reason of
     /// `+SENDFIN:FAIL,<reason>`.
@@ -113,6 +119,7 @@ public struct XTalkSimulatedFirmware: Sendable {
     /// Misbehaviour to reproduce field problems.
     public var faults: XTalkFirmwareFaults
 
+    /// Current firmware with these values; every argument has a default.
     public init(
         encoding: XTalkAtEncoding = .xor,
         echo: Bool = false,
@@ -207,6 +214,7 @@ public struct XTalkFirmwareFaults: Sendable {
     /// Emit this many random bytes (not a line) before every answer.
     public var garbageBeforeReplies: Int
 
+    /// These faults; every argument defaults to none.
     public init(
         silent: Bool = false,
         silentCommands: [String] = [],
@@ -276,6 +284,7 @@ public struct XTalkSimulatedLink: Sendable {
     /// looks up to the app: writes are taken and go nowhere, nothing answers.
     /// iOS's default is about 720 ms.
     public var supervisionTimeout: Duration
+    /// How notifications cut the device's output into chunks.
     public var notificationSplit: XTalkNotificationSplit
     /// The BLE module's buffer for device output not yet notified; output
     /// beyond it is dropped (and counted), as a UART bridge drops on overrun.
@@ -288,6 +297,7 @@ public struct XTalkSimulatedLink: Sendable {
     /// false (although the buffer has room) until the host writes anyway.
     public var lostReadyCallbackKeepsFlagFalse: Bool
 
+    /// A link with these values; every argument has a default (a good phone link).
     public init(
         mtu: Int = 247,
         mtuExchangeDelay: Duration = .milliseconds(30),
@@ -327,6 +337,7 @@ public struct XTalkSimulatedLink: Sendable {
 /// Whether the device's RX characteristic requires an encrypted (paired)
 /// link, and what happens when iOS pairs (its dialog waits on the user).
 public enum XTalkSimulatedPairing: Sendable, Hashable {
+    /// RX can be subscribed without pairing.
     case notRequired
     /// The user completes iOS's pairing dialog `after` it appears; the phone
     /// and the device are bonded from then on.
@@ -345,8 +356,11 @@ public struct XTalkSimulatedGatt: Sendable {
     /// profile with an echo firmware (the `has…`/`tx…`/`subscription…`/`write…`
     /// knobs apply to that profile's service, write and notify characteristics).
     public var profile: XTalkSimulatedProfile = .xTalk
+    /// The device has the passthrough service (absent: `.serviceMissing`).
     public var hasPassthroughService: Bool
+    /// The service has its TX (write) characteristic (absent: `.characteristicMissing`).
     public var hasPassthroughTX: Bool
+    /// The service has its RX (notify) characteristic (absent: `.characteristicMissing`).
     public var hasPassthroughRX: Bool
     /// TX supports write-without-response (otherwise only write with response).
     public var txSupportsWriteWithoutResponse: Bool
@@ -355,7 +369,9 @@ public struct XTalkSimulatedGatt: Sendable {
     /// Refuse writes to TX with this ATT error text: writes with response
     /// report it, writes without response are silently lost (and counted).
     public var writeRefusal: String?
+    /// The device has the Battery service (for `fetchBatteryLevel`).
     public var hasBatteryService: Bool
+    /// The device has the Device Information service (for the version queries).
     public var hasDeviceInformationService: Bool
     /// Battery Level characteristic value.
     public var batteryLevel: UInt8
@@ -370,6 +386,7 @@ public struct XTalkSimulatedGatt: Sendable {
     /// Pairing before RX can be subscribed (without a bond).
     public var pairing: XTalkSimulatedPairing
 
+    /// The xTalk GATT database with these variants; every argument has a default (the real device's).
     public init(
         hasPassthroughService: Bool = true,
         hasPassthroughTX: Bool = true,

@@ -3,7 +3,9 @@ import XTalkBleSdk
 
 /// The phone's Bluetooth as the simulated central sees it.
 public enum XTalkSimulatedBluetoothState: Sendable, Hashable {
+    /// Bluetooth is on and the app may use it.
     case poweredOn
+    /// Bluetooth is off.
     case poweredOff
     /// The app is not allowed to use Bluetooth.
     case unauthorized
@@ -33,6 +35,7 @@ public enum XTalkSimulatedAuthorization: Sendable, Hashable {
     case restricted
     /// The user denied Bluetooth: `.unauthorized`.
     case denied
+    /// The user allowed Bluetooth (the default).
     case allowedAlways
 }
 
@@ -52,6 +55,7 @@ public final class XTalkSimulatedEnvironment {
     package private(set) lazy var central = SimulatedCentral(environment: self)
     /// The devices, in the order they were added.
     public private(set) var peripherals: [XTalkSimulatedPeripheral] = []
+    /// The phone's Bluetooth state (`setBluetoothState(_:)` changes it).
     public private(set) var bluetoothState: XTalkSimulatedBluetoothState
     /// Commands the app issued that CoreBluetooth would refuse with an "API
     /// MISUSE" log (e.g. while not powered on, or on a disconnected peripheral).
@@ -195,6 +199,7 @@ public final class XTalkSimulatedEnvironment {
         peripherals.first { $0.device.name == name }
     }
 
+    /// The device with this identifier (a scan result's `id`), if any.
     public func peripheral(id: UUID) -> XTalkSimulatedPeripheral? {
         peripherals.first { $0.id == id }
     }

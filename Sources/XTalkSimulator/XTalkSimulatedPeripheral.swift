@@ -177,6 +177,7 @@ public final class XTalkSimulatedPeripheral {
         firmware.startRadioTraffic(every: interval, payloadSize: payloadSize, crcErrorEvery: crcErrorEvery)
     }
 
+    /// Stops the traffic `startRadioTraffic` started.
     public func stopRadioTraffic() {
         firmware.stopRadioTraffic()
     }
@@ -188,6 +189,7 @@ public final class XTalkSimulatedPeripheral {
         firmware.startLineNoise(every: interval, length: bytes)
     }
 
+    /// Stops the noise `startLineNoise` started.
     public func stopLineNoise() {
         firmware.stopLineNoise()
     }

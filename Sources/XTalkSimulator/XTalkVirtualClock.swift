@@ -14,13 +14,17 @@ import XTalkBleSdk
 /// It is also a `Clock`, so code that takes `any Clock<Duration>` can sleep on
 /// it: such sleeps end when virtual time reaches their deadline.
 public final class XTalkVirtualClock: Clock, @unchecked Sendable {
+    /// A point in virtual time: the time since the clock was created.
     public struct Instant: InstantProtocol, Sendable, CustomStringConvertible {
         /// Time since the clock's origin.
         public var offset: Duration
 
+        /// The instant `offset` after the clock's start.
         public init(offset: Duration) { self.offset = offset }
 
+        /// The instant `duration` later.
         public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        /// The time from this instant to `other`.
         public func duration(to other: Instant) -> Duration { other.offset - offset }
         public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
         public var description: String { "t+\(offset)" }
@@ -51,7 +55,9 @@ public final class XTalkVirtualClock: Clock, @unchecked Sendable {
         self.firesInstantTogether = firesInstantTogether
     }
 
+    /// The current virtual time.
     public var now: Instant { Instant(offset: lock.withLock { current }) }
+    /// One nanosecond: virtual time has no granularity of its own.
     public var minimumResolution: Duration { .nanoseconds(1) }
 
     /// Time since the clock's origin.
@@ -66,6 +72,8 @@ public final class XTalkVirtualClock: Clock, @unchecked Sendable {
         lock.withLock { timers.earliestDeadline().map { Instant(offset: $0) } }
     }
 
+    /// Suspends until virtual time reaches `deadline` (the test moves it);
+    /// throws `CancellationError` when the task is cancelled first.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
         let box = TokenBox()

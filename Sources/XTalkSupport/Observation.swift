@@ -26,10 +26,12 @@
     public struct XTalkPublished<Value> {
         private var stored: Value
 
+        /// Stores the initial value (Combine's older spelling).
         public init(initialValue: Value) {
             stored = initialValue
         }
 
+        /// Stores the initial value.
         public init(wrappedValue: Value) {
             stored = wrappedValue
         }

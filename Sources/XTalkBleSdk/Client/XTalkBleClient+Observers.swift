@@ -8,6 +8,8 @@ extension XTalkBleClient {
         atLineObservers.add(handler, closed: isTornDown)
     }
 
+    /// Removes the AT-line observer registered with `id` (a token of
+    /// `observeAtLines(_:)`; any other token, or one already removed, does nothing).
     public func removeAtLineObserver(_ id: UUID) {
         atLineObservers.remove(id)
     }
@@ -19,6 +21,8 @@ extension XTalkBleClient {
         sendFinishObservers.add(handler, closed: isTornDown)
     }
 
+    /// Removes the send-finish observer registered with `id` (a token of
+    /// `observeSendFinishLines(_:)`; any other token, or one already removed, does nothing).
     public func removeSendFinishLineObserver(_ id: UUID) {
         sendFinishObservers.remove(id)
     }
@@ -30,6 +34,8 @@ extension XTalkBleClient {
         rawObservers.add(handler, closed: isTornDown)
     }
 
+    /// Removes the raw-passthrough observer registered with `id` (a token of
+    /// `observePassthroughRaw(_:)`; any other token, or one already removed, does nothing).
     public func removePassthroughRawObserver(_ id: UUID) {
         rawObservers.remove(id)
     }

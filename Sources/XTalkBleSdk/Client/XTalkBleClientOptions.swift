@@ -2,9 +2,13 @@ import Foundation
 
 /// How much a log record matters.
 public enum XTalkLogLevel: Int, Sendable, Comparable, CaseIterable {
+    /// Every step: commands, lines, GATT operations.
     case debug
+    /// Lifecycle milestones: scanning, connected, ready.
     case info
+    /// Something went wrong and was handled (a drain, a dropped event, a retry).
     case warning
+    /// Something failed (a connection, a write).
     case error
 
     public static func < (lhs: XTalkLogLevel, rhs: XTalkLogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -55,6 +59,7 @@ public struct XTalkBleClientOptions: Sendable {
     /// never half-open. Nil (the default): no restoration.
     public var restoreIdentifier: String?
 
+    /// Options with the given values; every argument has the default described on its property.
     public init(
         connectTimeout: Duration = .seconds(10),
         eventBufferLimit: Int = 1_024,

@@ -27,17 +27,28 @@ public enum XTalkAtResponseMode: Sendable, Hashable {
 ///
 /// Every field is optional: a key the device did not report stays nil.
 public struct XTalkDiMeta: Sendable, Hashable {
+    /// The radio's frame counter (`cnt`).
     public var diCnt: Int?
+    /// The payload's length in bytes (`len`).
     public var len: Int?
+    /// The time slot the frame arrived in (`slot`).
     public var slot: Int?
+    /// Signal-to-noise ratio of the frame, in dB (`snr`; may be negative).
     public var snr: Int?
+    /// Received signal strength of the frame, in dBm (`rssi`).
     public var rssi: Int?
+    /// Signal-to-noise ratio measured by this radio (`lsnr`).
     public var localSnr: Int?
+    /// Signal strength measured by this radio, in dBm (`lrssi`).
     public var localRssi: Int?
+    /// Signal-to-noise ratio the sending radio reported (`rsnr`).
     public var remoteSnr: Int?
+    /// Signal strength the sending radio reported, in dBm (`rrssi`).
     public var remoteRssi: Int?
+    /// The sender's transmit power, in dBm (`txp`).
     public var txp: Int?
 
+    /// Metadata with these fields; every argument defaults to nil (not reported).
     public init(
         diCnt: Int? = nil,
         len: Int? = nil,

@@ -1,12 +1,23 @@
 import Foundation
 
 /// The client's scan/connection state.
+///
+/// Links end with `.disconnected` (or `.failed`) before the next state is
+/// published, whatever ended them.
 public enum XTalkConnectionState: Sendable, Hashable {
+    /// Neither scanning nor connected: a new client, or after `stopScan()`.
     case idle
+    /// Scanning: `scanResults` fills as devices advertise.
     case scanning
+    /// `connect(id:)` is establishing the link.
     case connecting
+    /// The link is up. Commands need `atReady` as well: the passthrough may
+    /// still be setting up.
     case connected
+    /// The link ended: `disconnect()`, another scan or device, a lost link, Bluetooth off.
     case disconnected
+    /// Scanning or connecting failed, for the reason given; published again
+    /// on every failure, even when the state already says the same.
     case failed(XTalkBleError)
 }
 
@@ -21,6 +32,7 @@ public struct XTalkScanResult: Identifiable, Sendable, Hashable {
     /// The latest received signal strength, in dBm.
     public var rssi: Int
 
+    /// A result with these values (the client creates them; tests and previews may too).
     public init(id: UUID, name: String, address: String?, rssi: Int) {
         self.id = id
         self.name = name
