@@ -136,6 +136,7 @@ package enum BridgeJSON: Sendable, Hashable {
         mutating func object(depth: Int) throws(BridgeJSONError) -> BridgeJSON {
             offset += 1
             var members = BridgeJSONObject()
+            members.reserveCapacity(4)  // a request's objects have a handful of members: one allocation, no regrowth
             skipWhitespace()
             if offset < bytes.count, bytes[offset] == UInt8(ascii: "}") {
                 offset += 1
@@ -385,6 +386,12 @@ package struct BridgeJSONObject: Sendable, Hashable, ExpressibleByDictionaryLite
     }
 
     package var count: Int { keys.count }
+
+    /// Makes room for `count` members without regrowing.
+    package mutating func reserveCapacity(_ count: Int) {
+        keys.reserveCapacity(count)
+        values.reserveCapacity(count)
+    }
 
     package var dictionary: [String: BridgeJSON] {
         Dictionary(zip(keys, values), uniquingKeysWith: { $1 })
