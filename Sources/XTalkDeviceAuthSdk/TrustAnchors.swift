@@ -18,8 +18,8 @@ import Foundation
 ///
 /// When anchors are declared, the development anchor is trusted only if it is
 /// listed. A declared entry that is not a valid key, or an empty list, fails
-/// authentication with `.invalidConfiguration` (naming the entry in the log)
-/// before any command is sent.
+/// authentication with `.invalidConfiguration` before any command is sent
+/// (the log's warning names the Info.plist key, not the entry).
 public enum XTalkTrustAnchors {
     /// The Info.plist key: an array of strings.
     public static let infoPlistKey = "XTalkTrustAnchors"

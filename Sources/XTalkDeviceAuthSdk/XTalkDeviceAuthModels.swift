@@ -57,7 +57,10 @@ public enum XTalkDeviceAuthError: Error, Equatable, Hashable, Sendable {
     /// (`XTalkDeviceAuthenticator.lastUnexpectedIdentity` then names it).
     /// Reject the device.
     case invalidDeviceIdentity
-    /// `cancel()`, `reset()` or task cancellation ended the authentication.
+    /// `cancel()`, `reset()` or task cancellation ended the authentication;
+    /// also a transport error that is a cancellation: with the BLE client,
+    /// `disconnect()`, `teardown()`, `startScan()` or `connect(id:)` to another
+    /// device during the authentication (a lost link is `.transportUnavailable`).
     case cancelled
 }
 

@@ -70,8 +70,8 @@ public final class XTalkBleClient: NSObject {
     /// Called with every event, in order, on the main actor.
     public var onEvent: (@MainActor (XTalkBleEvent) -> Void)?
     /// Events dropped by `events` streams whose readers fell behind, summed
-    /// over every stream (a stream that drops logs its own figure when it
-    /// ends). `onEvent` and the observers never drop.
+    /// over every stream for the client's life (a warning is logged at each
+    /// stream's first drop). `onEvent` and the observers never drop.
     public private(set) var droppedEventCount = 0
 
     // MARK: Internals

@@ -43,10 +43,12 @@ public enum XTalkBleError: Error, Equatable, Hashable, Sendable {
     case notConnected
     /// The link is up but the passthrough is not ready yet (`atReady == false`).
     case notReady
-    /// Another transaction or a no-wait isolation window is active. Thrown by
-    /// the no-wait methods only: `runAtCommand`, `sendRfPayload` and
-    /// `withExclusiveAtSession` never throw it (they wait their turn, also
-    /// behind a no-wait isolation window).
+    /// The channel is not free: a transaction, a no-wait isolation window,
+    /// another caller's exclusive session, the drain after a timeout or
+    /// cancellation, or the quarantine of a reconnect to a device that still
+    /// owed answers. Thrown by the no-wait methods only: `runAtCommand`,
+    /// `sendRfPayload` and `withExclusiveAtSession` never throw it (they wait
+    /// their turn, also behind a no-wait isolation window).
     case busy
     /// The device did not answer within the timeout.
     case timeout
