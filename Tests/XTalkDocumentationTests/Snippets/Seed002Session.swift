@@ -1,0 +1,1 @@
+../../XTalkDeviceAuthSdkTests/SeedExamples/Seed002Session.swift
