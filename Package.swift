@@ -110,6 +110,9 @@ let package = Package(
         ),
         .executableTarget(name: "xtalk", dependencies: ["XTalkCLI"]),
         .target(name: "XTalkTestSupport", dependencies: ["XTalkSimulator"], path: "Tests/XTalkTestSupport"),
+        // Reads the compiler's index store through the toolchain's libIndexStore (loaded at run time), so the
+        // API coverage matrix knows exactly which public symbols each test refers to.
+        .target(name: "XTalkIndexStoreReader", path: "Tests/XTalkIndexStoreReader"),
         .testTarget(name: "XTalkBleSdkTests", dependencies: ["XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport"]),
         .testTarget(
             name: "XTalkBleClientTests",
@@ -145,7 +148,8 @@ let package = Package(
         // The documentation's code samples (Snippets/), compiled, and the checks that keep the articles true.
         .testTarget(
             name: "XTalkDocumentationTests",
-            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator"] + standIns("Combine", "SwiftUI")),
+            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkIndexStoreReader"]
+                + standIns("Combine", "SwiftUI")),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]
 )

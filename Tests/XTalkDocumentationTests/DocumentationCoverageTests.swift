@@ -44,6 +44,10 @@ enum SymbolGraphs {
         let precise: String
         let docLines: [String]
         let docModule: String?
+        /// The path's components (`Type`, `member(label:)`).
+        var components: [String] = []
+        /// A function's parameters' internal names, in order.
+        var parameters: [String] = []
         var isDocumented: Bool { docLines.contains { !$0.trimmingCharacters(in: .whitespaces).isEmpty } }
         /// Declarations the compiler writes (memberwise conformances and the like), not the SDK's authors.
         var isSynthesized: Bool { precise.contains("::SYNTHESIZED::") }
@@ -63,9 +67,11 @@ enum SymbolGraphs {
                 else { return nil }
                 let doc = symbol["docComment"] as? [String: Any]
                 let lines = (doc?["lines"] as? [[String: Any]])?.compactMap { $0["text"] as? String } ?? []
+                let parameters = ((symbol["functionSignature"] as? [String: Any])?["parameters"] as? [[String: Any]])?
+                    .compactMap { $0["name"] as? String }
                 return Symbol(
                     path: path.joined(separator: "."), kind: kind, precise: precise, docLines: lines,
-                    docModule: doc?["module"] as? String)
+                    docModule: doc?["module"] as? String, components: path, parameters: parameters ?? [])
             }
         }
     }

@@ -121,5 +121,24 @@ struct AppleSurfaceTests {
             #expect(counter.value == 1, "onChange fires once, for the first change")
             await fixture.finish()
         }
+
+        /// The registrar is public so that app code can observe through it directly.
+        @Test("observationRegistrar is the registrar the published properties report to")
+        func registrarReportsPublishedChanges() async {
+            let fixture = Fixture()
+            let counter = ChangeCounter()
+            let client = fixture.client
+            let registrar = client.observationRegistrar
+            withObservationTracking {
+                registrar.access(client, keyPath: \.scanResults)
+            } onChange: {
+                counter.increment()
+            }
+            client.startScan()
+            await fixture.clock.advance(by: .milliseconds(500))
+            #expect(!client.scanResults.isEmpty)
+            #expect(counter.value == 1, "the results' change was reported through the public registrar")
+            await fixture.finish()
+        }
     #endif
 }
