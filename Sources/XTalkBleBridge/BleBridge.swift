@@ -102,8 +102,17 @@ package final class BleBridge {
         }
         let request = register(completion)
         let capacity = capacity(of: id) ?? 20
-        update(id) { $0.send(request, hex: hex, withoutResponse: withoutResponse, capacity: capacity) }
-        pump(id)
+        let canSend = backend.canSendWriteWithoutResponse(id)
+        // Queued and, flow control allowing, its first write made: one step of the machine.
+        var more = false
+        update(id) { machine in
+            let refused = machine.send(request, hex: hex, withoutResponse: withoutResponse, capacity: capacity)
+            guard refused.isEmpty else { return refused }
+            let actions = machine.pump(canSendWithoutResponse: canSend)
+            more = Self.mayWriteAgain(machine, after: actions)
+            return actions
+        }
+        if more { pump(id) }
     }
 
     package func receive(uuid: String, _ completion: @escaping Completion) {
@@ -183,15 +192,22 @@ package final class BleBridge {
     /// Writes while the machine has one to make: writes without response go
     /// as long as flow control allows (asked before each one).
     private func pump(_ id: UUID) {
-        while machines[id] != nil {
-            var wrote = false
+        var more = true
+        while more {
             update(id) { machine in
                 let actions = machine.pump(canSendWithoutResponse: backend.canSendWriteWithoutResponse(id))
-                wrote = actions.contains { if case .write(_, .withoutResponse) = $0 { true } else { false } }
+                more = Self.mayWriteAgain(machine, after: actions)
                 return actions
             }
-            if !wrote { return }
         }
+    }
+
+    /// After a write without response the machine may make the next one at
+    /// once (flow control is asked again); after anything else it waits for an event.
+    private static func mayWriteAgain(_ machine: BridgeDeviceMachine, after actions: [BridgeDeviceMachine.Action])
+        -> Bool
+    {
+        machine.hasWriteToMake && actions.contains { if case .write(_, .withoutResponse) = $0 { true } else { false } }
     }
 
     private func perform(_ actions: [BridgeDeviceMachine.Action], for id: UUID) {

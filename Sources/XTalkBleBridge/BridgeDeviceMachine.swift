@@ -154,6 +154,9 @@ package struct BridgeDeviceMachine: Sendable {
     }
 
     package var isReady: Bool { phase == .ready }
+    /// Whether `pump` may have a write to make (a send is queued and no
+    /// write with response is outstanding): the driver asks before pumping.
+    package var hasWriteToMake: Bool { phase == .ready && !sends.isEmpty && !awaitingWriteResponse }
     /// Chunks waiting for a receive.
     package var queuedChunkCount: Int { chunks.count - chunkHead }
 
@@ -253,7 +256,9 @@ package struct BridgeDeviceMachine: Sendable {
             retryArmed = true  // the ready callback may never come: look again
             return [.startTimer(.writeRetry, after: settings.writeRetryInterval, generation: generation)]
         }
-        var actions: [Action] = [.write(head.chunks[head.next], head.type)]
+        var actions: [Action] = []
+        actions.reserveCapacity(2)  // the write, and the send it may complete
+        actions.append(.write(head.chunks[head.next], head.type))
         sends[0].next += 1
         if head.type == .withResponse {
             awaitingWriteResponse = true

@@ -37,17 +37,31 @@ package enum BridgeJSON: Sendable, Hashable {
         }
     }
 
+    /// Appends `text` as a JSON string literal (no copy of its own when it needs no escape).
+    package static func appendQuoted(_ text: String, to out: inout String) {
+        var probe = text
+        guard probe.withUTF8(needsNoEscape) else { return out += quoted(text) }
+        out += "\""
+        out += text
+        out += "\""
+    }
+
+    /// No control character, quote or backslash (one branch-free pass).
+    private static func needsNoEscape(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        var special: UInt8 = 0
+        for byte in utf8 {
+            special |=
+                (byte < 0x20 ? 1 : 0) | (byte == UInt8(ascii: "\"") ? 1 : 0) | (byte == UInt8(ascii: "\\") ? 1 : 0)
+        }
+        return special == 0
+    }
+
     /// A JSON string literal.
     package static func quoted(_ text: String) -> String {
         // Most text (hex, ids, words) needs no escape: one pass, one copy.
         var probe = text
         let plain: String? = probe.withUTF8 { utf8 in
-            var special: UInt8 = 0
-            for byte in utf8 {
-                special |=
-                    (byte < 0x20 ? 1 : 0) | (byte == UInt8(ascii: "\"") ? 1 : 0) | (byte == UInt8(ascii: "\\") ? 1 : 0)
-            }
-            guard special == 0 else { return nil }
+            guard needsNoEscape(utf8) else { return nil }
             return String(unsafeUninitializedCapacity: utf8.count + 2) { out in
                 out[0] = UInt8(ascii: "\"")
                 _ = UnsafeMutableBufferPointer(rebasing: out[1..<utf8.count + 1]).initialize(from: utf8)
@@ -361,10 +375,10 @@ package struct BridgeJSONError: Error, Sendable, Hashable, CustomStringConvertib
 }
 
 /// A JSON object's members in their order (a request has a handful: a
-/// dictionary would hash every key). The last of repeated keys wins.
+/// dictionary would hash every key; one array is one allocation). The last of
+/// repeated keys wins.
 package struct BridgeJSONObject: Sendable, Hashable, ExpressibleByDictionaryLiteral {
-    package private(set) var keys: [String] = []
-    package private(set) var values: [BridgeJSON] = []
+    private var members: [(key: String, value: BridgeJSON)] = []
 
     package init() {}
 
@@ -372,29 +386,30 @@ package struct BridgeJSONObject: Sendable, Hashable, ExpressibleByDictionaryLite
         for (key, value) in elements { set(key, value) }
     }
 
+    package var keys: [String] { members.map(\.key) }
+    package var values: [BridgeJSON] { members.map(\.value) }
+
     package subscript(key: String) -> BridgeJSON? {
-        keys.lastIndex(of: key).map { values[$0] }
+        members.lastIndex { $0.key == key }.map { members[$0].value }
     }
 
     package mutating func set(_ key: String, _ value: BridgeJSON) {
-        if let index = keys.lastIndex(of: key) {
-            values[index] = value
+        if let index = members.lastIndex(where: { $0.key == key }) {
+            members[index].value = value
         } else {
-            keys.append(key)
-            values.append(value)
+            members.append((key, value))
         }
     }
 
-    package var count: Int { keys.count }
+    package var count: Int { members.count }
 
     /// Makes room for `count` members without regrowing.
     package mutating func reserveCapacity(_ count: Int) {
-        keys.reserveCapacity(count)
-        values.reserveCapacity(count)
+        members.reserveCapacity(count)
     }
 
     package var dictionary: [String: BridgeJSON] {
-        Dictionary(zip(keys, values), uniquingKeysWith: { $1 })
+        Dictionary(members.map { ($0.key, $0.value) }, uniquingKeysWith: { $1 })
     }
 
     /// Equal as JSON objects are: the same members, in any order.

@@ -85,14 +85,22 @@ package final class BridgeRouter {
 
     /// The reply line for request `id` (nil: the request had none).
     package static func encode(id: String?, _ result: Result<BridgeValue, BridgeError>) -> String {
-        var line = "{\"id\":"
-        line.reserveCapacity(64)
+        var line = ""
+        if case .success(.string(let text)) = result {
+            line.reserveCapacity(text.utf8.count + 48)  // one allocation for a chunk's reply
+        } else {
+            line.reserveCapacity(64)
+        }
+        line += "{\"id\":"
         line += id ?? "null"
         switch result {
         case .success(let value):
-            if case .string(let text) = value { line.reserveCapacity(text.utf8.count + 24) }
             line += ",\"result\":"
-            line += json(value)
+            if case .string(let text) = value {
+                BridgeJSON.appendQuoted(text, to: &line)
+            } else {
+                line += json(value)
+            }
             line += "}"
         case .failure(let error):
             line += ",\"error\":{\"code\":"

@@ -23,7 +23,7 @@ import XTalkSimulator
 ///   `receive`, its hex and JSON reply encoded, the next `receive` parsed.
 ///   Measured against a backend that does nothing (so only the router and
 ///   the bridge count), this thread's CPU over 20,000 chunks, the median of
-///   three rounds. Target: 5 µs.
+///   five rounds. Target: 5 µs.
 enum BridgeRow {
     static let throughputTarget = 0.95
     static let cpuTarget: Duration = .microseconds(5)
@@ -145,9 +145,11 @@ enum BridgeRow {
         var bytesOut = 0
         router.handle(receive) { bytesOut += $0.utf8.count }
         let before = replies
-        // The median of three rounds: another process on a shared machine only adds time.
+        // The median of five rounds: another process on a shared machine only adds time, and
+        // on this project's (virtual) CI machine one round in several runs a quarter slower.
+        let roundCount = 5
         var rounds: [Duration] = []
-        for _ in 0..<3 {
+        for _ in 0..<roundCount {
             let (_, cpu) = Measure.cpu {
                 for _ in 0..<chunks {
                     router.handle(send) { bytesOut += $0.utf8.count }
@@ -157,12 +159,14 @@ enum BridgeRow {
             }
             rounds.append(cpu / chunks)
         }
-        let perChunk = rounds.sorted()[1]
-        let ok = replies == before && backend.written == 3 * chunks * chunk.count && bytesOut > 3 * chunks * 2 * 244
+        let perChunk = rounds.sorted()[roundCount / 2]
+        let ok =
+            replies == before && backend.written == roundCount * chunks * chunk.count
+            && bytesOut > roundCount * chunks * 2 * 244
         return BenchRow(
             figure: "18. Bridge router: CPU per 244-byte chunk, both directions (hex and JSON included)",
             target: "<= 5 µs",
-            measured: String(format: "%.2f µs (this thread; median of 3)", Measure.seconds(perChunk) * 1e6)
+            measured: String(format: "%.2f µs (this thread; median of %d)", Measure.seconds(perChunk) * 1e6, roundCount)
                 + (ok ? "" : " (the replies did not add up)"),
             passed: ok && perChunk <= cpuTarget,
             values: [("cpu_per_chunk_us", .double(Measure.seconds(perChunk) * 1e6))])
