@@ -144,7 +144,10 @@ let package = Package(
                 "XTalkBleBridge", "XTalkBleBridgeWebKit", "XTalkBleSdk", "XTalkSimulator", "XTalkTestSupport",
                 "XTalkFakeBlueZ", "xtalk", .target(name: webKitStandIn, condition: onLinux),
             ]),
-        .testTarget(name: "XTalkSimulatorTests", dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto"]),
+        .testTarget(
+            name: "XTalkSimulatorTests",
+            dependencies: ["XTalkSimulator", "XTalkBleSdk", "XTalkCrypto", "XTalkTestSupport"]
+        ),
         // The documentation's code samples (Snippets/), compiled, and the checks that keep the articles true.
         .testTarget(
             name: "XTalkDocumentationTests",

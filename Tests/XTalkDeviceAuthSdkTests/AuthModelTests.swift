@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XTalkBleSdk
 import XTalkDeviceAuthSdk
+import XTalkTestSupport
 
 #if !canImport(Combine)
     import Observation
@@ -104,14 +105,6 @@ struct AuthModelTests {
     }
 
     #if !canImport(Combine)
-        /// Counts Observation change notifications, which may arrive from any thread.
-        final class ChangeCounter: @unchecked Sendable {
-            private let lock = NSLock()
-            private var count = 0
-            func increment() { lock.withLock { count += 1 } }
-            var value: Int { lock.withLock { count } }
-        }
-
         /// Without Combine, the authenticator's `state` is observable through its public registrar.
         @Test("the authenticator's observationRegistrar reports its state's changes")
         func registrarReportsStateChanges() async {

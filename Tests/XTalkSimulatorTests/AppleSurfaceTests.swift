@@ -6,6 +6,8 @@ import Foundation
 import Testing
 import XTalkBleSdk
 import XTalkSimulator
+import XTalkTestSupport
+
 #if canImport(Combine)
     import Combine
 #else
@@ -90,19 +92,6 @@ struct AppleSurfaceTests {
             #expect(announcements.count == 2)
         }
     #else
-        /// Counts Observation change notifications, which may arrive from any thread.
-        final class ChangeCounter: @unchecked Sendable {
-            /// Guards `count`.
-            private let lock = NSLock()
-            /// Notifications so far.
-            private var count = 0
-
-            /// Records one notification.
-            func increment() { lock.withLock { count += 1 } }
-            /// Notifications so far.
-            var value: Int { lock.withLock { count } }
-        }
-
         /// Without Combine, `connectionState` is observable with the Observation framework.
         @Test("connectionState is tracked by withObservationTracking")
         func observationTracksConnectionState() async {
