@@ -151,8 +151,10 @@ let package = Package(
         // The documentation's code samples (Snippets/), compiled, and the checks that keep the articles true.
         .testTarget(
             name: "XTalkDocumentationTests",
-            dependencies: ["XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkIndexStoreReader"]
-                + standIns("Combine", "SwiftUI")),
+            dependencies: [
+                "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkIndexStoreReader", "XTalkBleBridgeWebKit",
+                .target(name: webKitStandIn, condition: onLinux),
+            ] + standIns("Combine", "SwiftUI")),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]
 )

@@ -8,8 +8,10 @@
 // addScriptMessageHandler(_:contentWorld:name:),
 // removeScriptMessageHandler(forName:contentWorld:) and addUserScript(_:),
 // WKUserScript(source:injectionTime:forMainFrameOnly:), WKContentWorld.page,
-// WKScriptMessage (body, name, frameInfo, world) and WKFrameInfo
-// (isMainFrame, securityOrigin). Nothing here runs JavaScript: a test posts
+// WKScriptMessage (body, name, frameInfo, world), WKFrameInfo
+// (isMainFrame, securityOrigin), and the part of WKWebViewConfiguration and
+// WKWebView an app calls to load its bundled page (no view, no page). Nothing
+// here runs JavaScript: a test posts
 // messages as a page would, through the `XTalkStandIn` SPI, which Apple's
 // framework does not have.
 
@@ -140,5 +142,39 @@ public class WKUserContentController: NSObject {
         handler.userContentController(
             self, didReceive: WKScriptMessage(body: body, name: name, frameInfo: frameInfo, world: world),
             replyHandler: reply)
+    }
+}
+
+/// [A wkwebviewconfiguration]
+@MainActor
+public class WKWebViewConfiguration: NSObject {
+    /// [A wkwebviewconfiguration/usercontentcontroller]
+    public var userContentController = WKUserContentController()
+
+    public override init() {}
+}
+
+/// [A wknavigation]
+@MainActor
+public class WKNavigation: NSObject {}
+
+/// [A wkwebview] (no view, no page: what an app calls to load its bundled files).
+@MainActor
+public class WKWebView: NSObject {
+    /// [A wkwebview/configuration]
+    public let configuration: WKWebViewConfiguration
+    /// The file URL the last `loadFileURL` call asked for.
+    @_spi(XTalkStandIn) public private(set) var loadedFileURL: URL?
+
+    /// [A wkwebview/init(frame:configuration:)]
+    public init(frame: CGRect, configuration: WKWebViewConfiguration) {
+        self.configuration = configuration
+    }
+
+    /// [A wkwebview/loadfileurl(_:allowingreadaccessto:)]
+    @discardableResult
+    public func loadFileURL(_ URL: URL, allowingReadAccessTo readAccessURL: URL) -> WKNavigation? {
+        loadedFileURL = URL
+        return WKNavigation()
     }
 }
