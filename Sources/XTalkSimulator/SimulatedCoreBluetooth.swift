@@ -471,7 +471,9 @@
             coreBluetoothSimulator environment: XTalkSimulatedEnvironment, queue: DispatchQueue = .main,
             options: XTalkBleClientOptions = XTalkBleClientOptions()
         ) {
-            self.init(backend: environment.coreBluetoothBackend(queue: queue), options: options)
+            // The stand-in's radio holds its environment unowned: the client keeps it.
+            self.init(
+                backend: environment.coreBluetoothBackend(queue: queue), options: options, keepingAlive: environment)
         }
     }
 #endif

@@ -127,12 +127,16 @@ public final class XTalkBleClient: NSObject {
     }
 
     /// A client on any backend (the simulator, CoreBluetooth). `profile` is the
-    /// device's GATT layout (xTalk's unless a test says otherwise).
+    /// device's GATT layout (xTalk's unless a test says otherwise);
+    /// `keepingAlive`, an object the backend needs but does not keep (the
+    /// simulated environment behind the CoreBluetooth stand-in).
     package init(
-        backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(), profile: GattProfile = .xTalk
+        backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(),
+        profile: GattProfile = .xTalk,
+        keepingAlive: AnyObject? = nil
     ) {
         self.backend = backend
-        keptAlive = (backend as? any BleBackendKeepingAlive)?.keptAlive
+        keptAlive = keepingAlive ?? (backend as? any BleBackendKeepingAlive)?.keptAlive
         self.options = options
         machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state, profile: profile)
         super.init()
