@@ -20,7 +20,9 @@ struct BlueZFaultTests {
         var device = BlueZRig.device()
         device.firmware.faults.silentCommands = ["AT+VER?"]
         rig.peripheral.device = device
-        let client = rig.client()
+        let logs = LogLines()
+        let client = rig.client(
+            XTalkBleClientOptions(logLevel: .warning, logHandler: { _, message in logs.append(message) }))
         var states: [XTalkConnectionState] = []
         client.onEvent = { event in if case .connectionStateChanged(let state) = event { states.append(state) } }
         _ = try await client.connectFirstDevice(rig: rig)
@@ -37,6 +39,8 @@ struct BlueZFaultTests {
         #expect(client.connectionState == .disconnected)
         #expect(!client.atReady)
         #expect(states.suffix(2) == [.connected, .disconnected])
+        let why = reason == "timeout" ? "the link timed out: the device went out of range" : "the device ended the link"
+        #expect(logs.all.contains { $0.hasPrefix("the link ended: \(why)") }, "the log says why: \(logs.all)")
 
         var lines: [String] = []
         client.onEvent = { event in if case .atLine(let line) = event { lines.append(line) } }

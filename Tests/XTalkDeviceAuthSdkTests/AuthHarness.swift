@@ -3,6 +3,7 @@ import Testing
 import XTalkBleSdk
 import XTalkDeviceAuthSdk
 import XTalkSimulator
+import XTalkTestSupport
 
 /// A connected client on a simulated device, the seed's adapter over it, and
 /// an authenticator; virtual time throughout.
@@ -107,13 +108,6 @@ final class AuthHarness {
         await clock.settle()
         #expect(clock.pendingTimerCount == 0)
     }
-}
-
-final class LogLines: @unchecked Sendable {
-    private let lock = NSLock()
-    private var lines: [String] = []
-    func append(_ line: String) { lock.withLock { lines.append(line) } }
-    var all: [String] { lock.withLock { lines } }
 }
 
 extension XTalkSimulatedFirmware {

@@ -279,6 +279,8 @@ public final class XTalkBleClient: NSObject {
         case .failedToConnect(let peripheral, let error):
             return apply(machine.failedToConnect(peripheral, error: error.map(Self.stackError)))
         case .disconnected(let peripheral, let error):
+            // The state says only `.disconnected`; the log says why (BlueZ's reason, CoreBluetooth's error).
+            if let error, peripheral == connectedPeripheralId { log(.warning, "the link ended: \(error.message)") }
             return apply(machine.disconnected(peripheral, error: error.map(Self.stackError)))
         case .servicesDiscovered(let peripheral, let services, let error):
             return apply(machine.servicesDiscovered(peripheral, services, failure: error?.message))
