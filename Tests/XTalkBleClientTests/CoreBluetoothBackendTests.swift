@@ -88,25 +88,6 @@
             await probe.finish()
         }
 
-        @Test("a client over the stand-in whose environment the test does not keep works: the client keeps it")
-        func environmentNotKept() async throws {
-            let clock = XTalkVirtualClock()
-            weak var dropped: XTalkSimulatedEnvironment?
-            let client = {
-                let environment = XTalkSimulatedEnvironment(devices: [ClientHarness.fastDevice()], clock: clock)
-                dropped = environment
-                return XTalkBleClient(coreBluetoothSimulator: environment)
-            }()
-            #expect(dropped != nil, "the client keeps the environment (the stand-in's radio holds it unowned)")
-            client.startScan()
-            await clock.advance(by: .seconds(1))
-            let radio = try #require(client.scanResults.first)
-            client.connect(id: radio.id)
-            await clock.advance(by: .seconds(1))
-            #expect(try await clock.run { try await client.runAtCommand("AT+VER?") } == ["+VER:2.1.0", "OK"])
-            client.teardown()
-        }
-
         @Test("callbacks on a dedicated serial queue reach the main actor in order")
         func dedicatedQueue() async throws {
             let queue = DispatchQueue(label: "test.corebluetooth")

@@ -7,14 +7,40 @@ import XTalkSimulator
 @Suite("Regressions", .timeLimit(.minutes(5)))
 @MainActor
 struct RegressionTests {
-    @Test("a client made with an environment the app does not keep works: the client keeps it alive (it crashed)")
-    func environmentNotKept() async throws {
+    /// The clients made over a simulated environment: the simulated central's
+    /// and, on Linux, the CoreBluetooth backend's over the stand-in (whose
+    /// radio holds the environment unowned, as the central does).
+    enum SimulatedBackend: String, CaseIterable {
+        case central
+        case coreBluetoothStandIn
+
+        static var available: [SimulatedBackend] {
+            #if os(Linux)
+                allCases
+            #else
+                [.central]
+            #endif
+        }
+
+        @MainActor
+        func client(_ environment: XTalkSimulatedEnvironment) -> XTalkBleClient {
+            #if os(Linux)
+                if self == .coreBluetoothStandIn { return XTalkBleClient(coreBluetoothSimulator: environment) }
+            #endif
+            return XTalkBleClient(simulator: environment)
+        }
+    }
+
+    @Test(
+        "a client made with an environment the app does not keep works: the client keeps it alive (it crashed)",
+        arguments: SimulatedBackend.available)
+    func environmentNotKept(backend: SimulatedBackend) async throws {
         let clock = XTalkVirtualClock()
         weak var dropped: XTalkSimulatedEnvironment?
         let ble = {
             let environment = XTalkSimulatedEnvironment(clock: clock)
             dropped = environment
-            return XTalkBleClient(simulator: environment)
+            return backend.client(environment)
         }()
         #expect(dropped != nil, "the client keeps the environment")
         ble.startScan()
