@@ -386,9 +386,6 @@ package struct BridgeJSONObject: Sendable, Hashable, ExpressibleByDictionaryLite
         for (key, value) in elements { set(key, value) }
     }
 
-    package var keys: [String] { members.map(\.key) }
-    package var values: [BridgeJSON] { members.map(\.value) }
-
     package subscript(key: String) -> BridgeJSON? {
         members.lastIndex { $0.key == key }.map { members[$0].value }
     }

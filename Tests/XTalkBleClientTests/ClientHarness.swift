@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XTalkBleSdk
 import XTalkSimulator
+import XTalkTestSupport
 
 /// A client on a simulated environment in virtual time, recording every event.
 @MainActor
@@ -15,7 +16,7 @@ final class ClientHarness {
     let initialStream: AsyncStream<XTalkBleEvent>?
     private(set) var events: [XTalkBleEvent] = []
     private(set) var logs: [(XTalkLogLevel, String)] = []
-    private let logBox = LogBox()
+    private let logBox = LogLines()
 
     init(
         devices: [XTalkSimulatedDevice] = [ClientHarness.fastDevice()],
@@ -29,7 +30,7 @@ final class ClientHarness {
         var options = options
         let box = logBox
         options.logLevel = .debug
-        options.logHandler = { level, message in box.append(level, message) }
+        options.logHandler = { _, message in box.append(message) }
         client = Self.makeClient(environment, options)
         initialStream = readsEventsAtStart ? client.events : nil
         client.onEvent = { [weak self] event in self?.events.append(event) }
@@ -68,7 +69,7 @@ final class ClientHarness {
     }
 
     var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
-    var logMessages: [String] { logBox.messages }
+    var logMessages: [String] { logBox.all }
 
     func advance(_ duration: Duration = .zero) async { await clock.advance(by: duration) }
 
@@ -167,14 +168,6 @@ final class ClientHarness {
         await clock.settle()
         #expect(clock.pendingTimerCount == 0, "no timer is left pending")
     }
-}
-
-/// Log records, collected from any thread.
-final class LogBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var records: [String] = []
-    func append(_ level: XTalkLogLevel, _ message: String) { lock.withLock { records.append(message) } }
-    var messages: [String] { lock.withLock { records } }
 }
 
 extension XTalkBleError {
