@@ -253,19 +253,23 @@ struct MatrixCheck {
             rows.append((want.order, row))
         }
         // Rows of symbols public only on the other platforms stay, after their type's rows.
-        for var row in byKey.values where platforms.contains(where: { row.platforms[$0] == true }) == false {
+        for var row in byKey.values {
             for platform in platforms { row.platforms[platform] = false }
+            guard CoverageMatrix.Platform.allCases.contains(where: { row.platforms[$0] == true }) else { continue }
             let type = row.symbol.split(separator: ".").first.map(String.init) ?? row.symbol
-            rows.append(([Seed000.types.firstIndex(of: type) ?? Int.max, Int.max], row))
+            // Where this build's expected row would sort (an addition: after the seed's members).
+            let order = [
+                Seed000.types.firstIndex(of: type) ?? Int.max, Seed000.members[type]?.count ?? 0,
+                row.parameter.isEmpty ? -1 : 0,
+            ]
+            rows.append((order, row))
         }
-        for var row in byKey.values where platforms.contains(where: { row.platforms[$0] == true }) {
-            for platform in platforms { row.platforms[platform] = false }
-            if CoverageMatrix.Platform.allCases.contains(where: { row.platforms[$0] == true }) {
-                let type = row.symbol.split(separator: ".").first.map(String.init) ?? row.symbol
-                rows.append(([Seed000.types.firstIndex(of: type) ?? Int.max, Int.max], row))
-            }
+        // Type, member, then symbol (a function's parameters follow it, in order), whichever build writes.
+        rows.sort { a, b in
+            let first = (a.order[0], a.order[1], a.row.symbol, a.order[2], a.row.parameter)
+            let second = (b.order[0], b.order[1], b.row.symbol, b.order[2], b.row.parameter)
+            return first < second
         }
-        rows.sort { $0.order != $1.order ? $0.order.lexicographicallyPrecedes($1.order) : $0.row.key < $1.row.key }
         return CoverageMatrix(rows: rows.map(\.row))
     }
 
