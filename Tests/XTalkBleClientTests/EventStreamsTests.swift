@@ -127,4 +127,39 @@ struct EventStreamsTests {
         let late = harness.consumeEvents()
         #expect(await harness.consumed(by: late, "a stream read after teardown()").isEmpty)
     }
+
+    @Test(
+        "three lines in one notification reach a waiting reader in order; teardown() mid-round hands it what it got"
+    )
+    func roundOfSeveralEvents() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let encode: ([UInt8]) -> [UInt8] = { [encoding = harness.client.atEncoding] bytes in
+            encoding == .xor ? bytes.map { $0 ^ 0x5A } : bytes
+        }
+        // Every event of one notification is one delivery round: pushed to the
+        // streams together, each waiting reader woken once.
+        let whole = harness.consumeEvents()
+        await harness.advance(.milliseconds(10))  // waiting
+        harness.peripheral.notify(Data(encode(Array("+A:1\r\n+B:2\r\n+C:3\r\n".utf8))))
+        await harness.advance(.milliseconds(100))
+        // A callback that ends the client while the round is delivered: the
+        // reader still gets the events the round gave it before, then the end.
+        let cut = harness.consumeEvents()
+        await harness.advance(.milliseconds(10))
+        let client = harness.client
+        var seen: [XTalkBleEvent] = []
+        client.onEvent = { event in
+            seen.append(event)
+            if event == .atLine("+E:5") { client.teardown() }
+        }
+        harness.peripheral.notify(Data(encode(Array("+D:4\r\n+E:5\r\n+F:6\r\n".utf8))))
+        await harness.advance(.milliseconds(100))
+        #expect(seen == [.atLine("+D:4"), .atLine("+E:5")], "the round stops at teardown()")
+        let wholeReceived = await harness.consumed(by: whole, "the reader of the first round")
+        #expect(Self.lines(wholeReceived).prefix(3) == ["+A:1", "+B:2", "+C:3"])
+        #expect(Self.lines(wholeReceived).suffix(2) == ["+D:4", "+E:5"])
+        let cutReceived = await harness.consumed(by: cut, "the reader when teardown() came")
+        #expect(cutReceived == [.atLine("+D:4"), .atLine("+E:5")], "what the round gave it, then the end")
+    }
 }

@@ -20,6 +20,8 @@ final class EventSubscriber: @unchecked Sendable {
     /// each still get an event or the end, never a hang.
     private var waiters: [CheckedContinuation<XTalkBleEvent?, Never>] = []
     private var finished: Bool
+    /// A push found a reader waiting and asked the client to `wake()` it.
+    private var wakeRequested = false
 
     init(limit: Int, finished: Bool = false, dropsStateChanges: Bool = false) {
         buffer = EventBuffer(limit: limit, dropsStateChanges: dropsStateChanges)
@@ -31,29 +33,52 @@ final class EventSubscriber: @unchecked Sendable {
     /// Events this stream dropped because its reader fell behind.
     var dropped: Int { lock.withLock { buffer.dropped } }
 
-    /// Hands `event` to the waiting reader, or buffers it. Returns how many
-    /// events the buffer dropped to make room (0 or 1), or nil when the stream
-    /// has ended (the client then forgets it).
-    func push(_ event: XTalkBleEvent) -> Int? {
-        let outcome: (waiter: CheckedContinuation<XTalkBleEvent?, Never>?, dropped: Int)? = lock.withLock {
+    /// Buffers `event` for the reader. Returns how many events the buffer
+    /// dropped to make room (0 or 1) and whether the reader waits for an
+    /// event and `wake()` should be called (once for any number of pushes),
+    /// or nil when the stream has ended (the client then forgets it).
+    ///
+    /// The reader is not resumed here: the client pushes every event of one
+    /// delivery round, then wakes each waiting reader once, so a reader is
+    /// woken (a thread wake-up when it runs elsewhere) once per round rather
+    /// than once per event, and takes the rest without waiting.
+    func push(_ event: XTalkBleEvent) -> (dropped: Int, wake: Bool)? {
+        lock.withLock {
             guard !finished else { return nil }
-            if !waiters.isEmpty { return (waiters.removeFirst(), 0) }
             let before = buffer.dropped
             buffer.append(event)
-            return (nil, buffer.dropped - before)
+            let wake = !waiters.isEmpty && !wakeRequested
+            if wake { wakeRequested = true }
+            return (buffer.dropped - before, wake)
         }
-        outcome?.waiter?.resume(returning: event)
-        return outcome?.dropped
+    }
+
+    /// Hands buffered events to the readers that wait, oldest first.
+    func wake() {
+        let handed = lock.withLock {
+            wakeRequested = false
+            return handOut()
+        }
+        for (waiter, event) in handed { waiter.resume(returning: event) }
+    }
+
+    /// Pairs waiting readers with buffered events (under the lock).
+    private func handOut() -> [(CheckedContinuation<XTalkBleEvent?, Never>, XTalkBleEvent)] {
+        var handed: [(CheckedContinuation<XTalkBleEvent?, Never>, XTalkBleEvent)] = []
+        while !waiters.isEmpty, let event = buffer.popFirst() { handed.append((waiters.removeFirst(), event)) }
+        return handed
     }
 
     /// No more events: the reader gets what is buffered, then the end.
     func finish() {
-        let waiting = lock.withLock {
+        let (handed, ended) = lock.withLock {
             finished = true
+            let handed = handOut()
             defer { waiters.removeAll() }
-            return waiters
+            return (handed, waiters)
         }
-        for waiter in waiting { waiter.resume(returning: nil) }
+        for (waiter, event) in handed { waiter.resume(returning: event) }
+        for waiter in ended { waiter.resume(returning: nil) }
     }
 
     /// The reader's task was cancelled: the stream ends now, buffered events too.

@@ -85,10 +85,15 @@ public final class XTalkBleClient: NSObject {
     private(set) var passthrough: PassthroughDriver?
     /// Counts connections, so that work of an older one is recognised.
     private var passthroughGeneration: UInt64 = 0
+    /// The lifecycle's `publishedVersion` that `commit()` last copied (nil: copy at the next one).
+    private var committedVersion: UInt64?
     private var connectionTimers: [ChannelTimerID: TimerToken] = [:]
     /// Bugs switched on for a checker's self-test (package API); none by default.
     package var injectedFaults = XTalkInjectedFaults() {
-        didSet { passthrough?.setFaults(injectedFaults) }
+        didSet {
+            passthrough?.setFaults(injectedFaults)
+            committedVersion = nil  // `neverReady` may have changed what `atReady` shows
+        }
     }
     /// Since when the write pump has held bytes because the platform said
     /// "no room" (a checker's liveness invariant; package API).
@@ -100,6 +105,8 @@ public final class XTalkBleClient: NSObject {
     private var subscribers: [WeakSubscriber] = []
     /// Events waiting for delivery, with the connection they belong to (nil: the lifecycle).
     private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
+    /// Streams whose reader waits and got events in this delivery round.
+    private var subscribersToWake: [EventSubscriber] = []
     private var deliveryHead = 0
     private var isDelivering = false
     /// What the last connection left behind for a reconnect to the same
@@ -370,6 +377,9 @@ public final class XTalkBleClient: NSObject {
                 enqueue(.event(event), generation: nil)
             }
         }
+        // After a notification the lifecycle has usually not changed: nothing to copy.
+        guard committedVersion != machine.publishedVersion else { return deliver() }
+        committedVersion = machine.publishedVersion
         let state = machine.published
         if scanResults != state.scanResults { scanResults = state.scanResults }
         if connectedName != state.connectedName { connectedName = state.connectedName }
@@ -453,14 +463,16 @@ public final class XTalkBleClient: NSObject {
         pendingDeliveries += kept
     }
 
-    /// Hands `event` to every live `events` stream; forgets the ones that are gone.
+    /// Hands `event` to every live `events` stream; forgets the ones that are
+    /// gone. The streams whose reader waits are woken after the round (`deliver()`).
     private func publish(_ event: XTalkBleEvent) {
         var pruned = false
         for entry in subscribers {
-            guard let subscriber = entry.value, let dropped = subscriber.push(event) else {
+            guard let subscriber = entry.value, let (dropped, wake) = subscriber.push(event) else {
                 pruned = true
                 continue
             }
+            if wake { subscribersToWake.append(subscriber) }
             if dropped > 0 {
                 droppedEventCount += dropped
                 if subscriber.dropped == 1 { log(.warning, "an events stream fell behind: dropping its oldest events") }
@@ -472,12 +484,15 @@ public final class XTalkBleClient: NSObject {
     /// Delivers queued events in order. Re-entrant calls (a callback that
     /// calls into the client) only queue; the outer loop delivers them next.
     private func deliver() {
-        guard !isDelivering else { return }
+        guard !isDelivering, deliveryHead < pendingDeliveries.count else { return }
         isDelivering = true
         defer {
             isDelivering = false
             pendingDeliveries.removeFirst(deliveryHead)
             deliveryHead = 0
+            // Each waiting reader once, with everything this round gave it.
+            for subscriber in subscribersToWake { subscriber.wake() }
+            subscribersToWake.removeAll(keepingCapacity: true)
         }
         while deliveryHead < pendingDeliveries.count && !isTornDown {
             let delivery = pendingDeliveries[deliveryHead].delivery

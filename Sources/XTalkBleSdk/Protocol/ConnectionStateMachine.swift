@@ -84,7 +84,13 @@ struct ConnectionStateMachine {
     }
 
     private var state: State = .idle
-    private(set) var published = Published()
+    private(set) var published = Published() {
+        didSet { publishedVersion &+= 1 }
+    }
+    /// Changes whenever `published` does: a driver that remembers it copies
+    /// `published` only after a change (the receive path commits after every
+    /// notification, and the lifecycle rarely changes then).
+    private(set) var publishedVersion: UInt64 = 0
     /// Every connection state the lifecycle passed through since the driver
     /// last took them, in order (see `takeStateChanges()`).
     private var stateChanges: [XTalkConnectionState] = []
@@ -126,6 +132,7 @@ struct ConnectionStateMachine {
     /// change, and every failure even when it repeats the current state (a
     /// retried scan that fails again is published again).
     mutating func takeStateChanges() -> [XTalkConnectionState] {
+        if stateChanges.isEmpty { return [] }
         defer { stateChanges.removeAll(keepingCapacity: true) }
         return stateChanges
     }
