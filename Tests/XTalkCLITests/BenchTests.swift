@@ -20,13 +20,14 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
 
 /// Every row the benchmark promises, by its figure's leading number: four
 /// public-API link configurations and three of the write pump alone, two
-/// chunk sizes × two figures, two transaction figures, four authentication
+/// chunk sizes × two figures, the three-stream row, its two comparisons and
+/// the receive path alone at two chunk sizes, two transaction figures, four authentication
 /// figures, two memory figures, the scale figure, and the bridge's two
 /// (echo throughput, router cost).
 /// (In-process, the BlueZ rows have no xtalk executable to run the fake BlueZ
 /// in: one info row says so. `BinaryTests` runs them through the binary.)
 private let expectedRowsPerFigure: [String: Int] = [
-    "1": 8, "2": 6, "3": 2, "4": 5, "5": 2, "6": 1, "17": 1, "18": 2,
+    "1": 8, "2": 9, "3": 2, "4": 5, "5": 2, "6": 1, "17": 1, "18": 2,
 ]
 
 /// What a row's JSON says, checked for consistency: a row with a target has
@@ -76,11 +77,19 @@ struct BenchTests {
             #expect(rate > 0.9 * 175_000 && rate < 1.1 * 175_000, "\(rate) bytes/s")
             #expect((row["frames"] as? Int ?? 0) > 0)
         }
+        // The SDK's share alone: every reader took both events of every frame (the row fails otherwise).
+        let alone = rows.filter { ($0["figure"] as? String)?.hasPrefix("2. receive path alone") == true }
+        #expect(alone.count == 2)
+        for row in alone {
+            #expect((row["events_per_reader"] as? Int).map { $0 > 0 && $0 == 2 * (row["frames"] as? Int ?? 0) } == true)
+        }
         // Info rows: reported, never counted.
         let info = rows.filter { $0["result"] as? String == "info" }
         #expect(
             info.map { $0["figure"] as? String } == [
-                "2. for comparison: 3 plain AsyncStreams, same events and rate, no SDK", "4. Ed25519 verification",
+                "2. for comparison: 3 plain AsyncStreams, same events and rate, no SDK",
+                "2. for comparison: 3 readers taking the same events from AsyncStreams, nothing else",
+                "4. Ed25519 verification",
                 "17. BlueZ backend rows",
             ])
         let summary = try #require(result.records(ofType: "bench_summary").first)

@@ -197,6 +197,45 @@ enum BenchCommand {
                 figure: "2. for comparison: 3 plain AsyncStreams, same events and rate, no SDK",
                 measured: String(format: "%.2f %% (process)", floor * 100),
                 values: [("cpu_share", .double(floor)), ("streams", .int(3))]))
+        // What taking the events from three `AsyncStream`s costs by itself,
+        // however cheap the SDK behind them: a floor for the rows below.
+        let element = await AsyncStreamFloorRow.elementCost(elements: quick ? 200_000 : 2_000_000)
+        let elementsPerSecond =
+            StreamCPURow.bytesPerSecond / AsyncStreamFloorRow.lineBytes * AsyncStreamFloorRow.eventsPerFrame * 3
+        let iterationFloor = Measure.seconds(element) * elementsPerSecond
+        rows.append(
+            BenchRow.info(
+                figure: "2. for comparison: 3 readers taking the same events from AsyncStreams, nothing else",
+                measured: String(
+                    format: "%.2f %% (%.0f ns an element, %.0f a second)", iterationFloor * 100,
+                    Measure.seconds(element) * 1e9, elementsPerSecond),
+                values: [
+                    ("cpu_share", .double(iterationFloor)), ("ns_per_element", .double(Measure.seconds(element) * 1e9)),
+                ]))
+        // The SDK's own share of the same, without the platform's wake-ups (issue 14).
+        for chunk in [20, 244] {
+            var shares: [Int: ReceivePathRow.Outcome] = [:]
+            for readers in [0, 1, 3] {
+                shares[readers] = try await ReceivePathRow.measure(
+                    notificationBytes: chunk, frames: quick ? 10_000 : 100_000, readers: readers)
+            }
+            guard let three = shares[3], let one = shares[1], let none = shares[0] else { continue }
+            rows.append(
+                BenchRow(
+                    figure:
+                        "2. receive path alone, \(chunk)-byte notifications, 3 readers: share of a core at 1.4 Mbit/s",
+                    target: "<= 0.1 % of a core",
+                    measured: String(
+                        format: "%.2f %% (1 reader %.2f, none %.2f)", three.cpuShare * 100, one.cpuShare * 100,
+                        none.cpuShare * 100),
+                    passed: three.cpuShare <= 0.001,
+                    values: [
+                        ("cpu_share", .double(three.cpuShare)), ("cpu_share_1_reader", .double(one.cpuShare)),
+                        ("cpu_share_no_reader", .double(none.cpuShare)),
+                        ("us_per_kb", .double(three.microsecondsPerKilobyte)), ("frames", .int(three.frames)),
+                        ("events_per_reader", .int(three.eventsPerReader)),
+                    ]))
+        }
         return rows
     }
 }

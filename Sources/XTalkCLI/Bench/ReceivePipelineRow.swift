@@ -133,7 +133,7 @@ enum ReceivePipelineRow {
 @MainActor
 enum StreamCPURow {
     /// BLE 2M PHY: about 1.4 Mbit/s of application data at most.
-    static let bytesPerSecond = 1_400_000.0 / 8
+    nonisolated static let bytesPerSecond = 1_400_000.0 / 8
     /// The link's connection interval.
     static let interval = Duration.microseconds(7_500)
     /// How often the simulated radio hands the device the frames the rate
@@ -290,5 +290,42 @@ enum AsyncStreamFloorRow {
         for pair in pairs { pair.continuation.finish() }
         for reader in readers { _ = await reader.value }
         return cpu / wall
+    }
+
+    /// The least a reader can cost to take one element from an `AsyncStream`
+    /// on this machine: every element already buffered (no waiting, no
+    /// wake-up), read by a task off any actor (no hop), nothing else done;
+    /// the cheaper of the two ways to make a stream (an unfolding closure,
+    /// as the SDK's `events`, or a continuation's buffer). Thread CPU per element.
+    static func elementCost(elements: Int) async -> Duration {
+        final class Source: @unchecked Sendable {
+            private let lock = NSLock()
+            private var next = 0
+            private let end: Int
+            init(end: Int) { self.end = end }
+            func take() -> Int? {
+                lock.withLock {
+                    guard next < end else { return nil }
+                    next += 1
+                    return next
+                }
+            }
+        }
+        let source = Source(end: elements)
+        let unfolding = AsyncStream<Int>(unfolding: { source.take() })
+        let (buffered, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .unbounded)
+        for element in 0..<elements { continuation.yield(element) }
+        continuation.finish()
+        var costs: [Duration] = []
+        for stream in [unfolding, buffered] {
+            let (count, cpu) = await Task.detached {
+                let start = Measure.threadCPU()
+                var count = 0
+                for await _ in stream { count += 1 }
+                return (count, Measure.threadCPU() - start)
+            }.value
+            costs.append(count == elements ? cpu / elements : .seconds(1))
+        }
+        return costs.min() ?? .zero
     }
 }
