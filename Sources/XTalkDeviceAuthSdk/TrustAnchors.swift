@@ -19,7 +19,7 @@ import Foundation
 /// When anchors are declared, the development anchor is trusted only if it is
 /// listed. A declared entry that is not a valid key, or an empty list, fails
 /// authentication with `.invalidConfiguration` before any command is sent
-/// (the log's warning names the Info.plist key, not the entry).
+/// (the log's warning names the list and the entry that is wrong).
 public enum XTalkTrustAnchors {
     /// The Info.plist key: an array of strings.
     public static let infoPlistKey = "XTalkTrustAnchors"
@@ -68,6 +68,32 @@ public enum XTalkTrustAnchors {
         }
         guard !resolved.0.isEmpty else { throw .invalidConfiguration }
         return resolved
+    }
+}
+
+extension XTalkTrustAnchors {
+    /// What is wrong with the anchors an app declared (in code or in its
+    /// Info.plist) when `resolve` rejects them, in words for the log: which
+    /// list, and which entry. Nil when the declared anchors are valid or
+    /// the configuration names its own.
+    @MainActor
+    package static func declarationProblem(_ configuration: XTalkDeviceAuthConfiguration, bundle: Bundle = .main)
+        -> String?
+    {
+        guard configuration.trustAnchors == nil else { return nil }
+        if let declared { return declared.isEmpty ? "XTalkTrustAnchors.declared is an empty list" : nil }
+        let list = "Info.plist \(infoPlistKey)"
+        guard let value = bundle.object(forInfoDictionaryKey: infoPlistKey) else { return nil }
+        guard let entries = value as? [Any] else { return "\(list) is not an array of strings" }
+        guard !entries.isEmpty else { return "\(list) is an empty list" }
+        for (index, entry) in entries.enumerated() {
+            guard let text = entry as? String else { return "\(list) item \(index) is not a string" }
+            if XTalkTrustAnchor(declaration: text) == nil {
+                let shown = text.count > 24 ? text.prefix(24) + "…" : Substring(text)
+                return "\(list) item \(index) (\"\(shown)\") is not an Ed25519 public key"
+            }
+        }
+        return nil
     }
 }
 

@@ -106,9 +106,11 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
             if active == nil {
                 if error == .invalidConfiguration, configuration.isValid {
                     // The configuration is valid: the declared anchors are not (in code or in Info.plist).
+                    let problem =
+                        XTalkTrustAnchors.declarationProblem(configuration, bundle: bundle)
+                        ?? "the declared trust anchors are not valid"
                     warn(
-                        "the declared trust anchors (XTalkTrustAnchors.declared, or Info.plist "
-                            + "\(XTalkTrustAnchors.infoPlistKey)) are not a non-empty list of Ed25519 public keys "
+                        "\(problem): trust anchors are a non-empty list of Ed25519 public keys "
                             + "(32 bytes, base64 or 64 hex digits, or \"development\")")
                 }
                 state = .failed(error)

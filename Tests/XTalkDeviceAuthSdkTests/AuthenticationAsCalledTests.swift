@@ -164,6 +164,19 @@ struct AuthenticationAsCalledTests {
             case .number: [42]
             }
         }
+        /// What the warning must say about the list.
+        var problem: String {
+            let list = "Info.plist \(XTalkTrustAnchors.infoPlistKey)"
+            switch self {
+            case .strings([]): return "\(list) is an empty list"
+            case .strings(let strings):
+                let bad = strings.firstIndex { XTalkTrustAnchor(declaration: $0) == nil } ?? -1
+                let text = bad >= 0 ? strings[bad] : ""
+                let shown = text.count > 24 ? String(text.prefix(24)) + "…" : text
+                return "\(list) item \(bad) (\"\(shown)\") is not an Ed25519 public key"
+            case .number: return "\(list) item 0 is not a string"
+            }
+        }
         var testDescription: String {
             switch self {
             case .strings(let strings): "\(strings)"
@@ -175,14 +188,17 @@ struct AuthenticationAsCalledTests {
     @Test(
         "a declared list that is empty or holds an invalid key fails before any I/O, naming the entry",
         arguments: [
-            Declaration.strings([]), .strings(["not a key"]), .strings([String(repeating: "0", count: 62)]), .number,
+            Declaration.strings([]), .strings(["not a key"]),
+            .strings(["development", String(repeating: "0", count: 62)]),
+            .number,
         ])
     func invalidDeclarations(_ declaration: Declaration) async throws {
         let harness = AuthHarness(bundle: try Self.bundle(declaring: declaration.entries))
         await harness.connect()
         #expect(await harness.authenticate() == .failure(.invalidConfiguration))
         #expect(harness.peripheral.processedCommands.isEmpty)
-        #expect(harness.warnings.count == 1 && harness.warnings[0].contains(XTalkTrustAnchors.infoPlistKey))
+        #expect(
+            harness.warnings.count == 1 && harness.warnings[0].hasPrefix(declaration.problem), "\(harness.warnings)")
         await harness.finish()
     }
 
@@ -213,6 +229,12 @@ struct AuthenticationAsCalledTests {
         #expect(throws: XTalkDeviceAuthError.invalidConfiguration) {
             try XTalkTrustAnchors.resolve(XTalkDeviceAuthConfiguration(), bundle: none)
         }
+        // The log names the list that is wrong: here the one in code, which takes precedence.
+        #expect(
+            XTalkTrustAnchors.declarationProblem(XTalkDeviceAuthConfiguration(), bundle: plist)
+                == "XTalkTrustAnchors.declared is an empty list")
+        XTalkTrustAnchors.declared = [.development]
+        #expect(XTalkTrustAnchors.declarationProblem(XTalkDeviceAuthConfiguration(), bundle: plist) == nil)
     }
 
     // MARK: 3. Errors that name the cause
