@@ -90,7 +90,7 @@ package struct DBusEncoder {
     }
 
     /// The alignment of the first code of a signature.
-    package static func alignment(of signature: String) -> Int {
+    package static func alignment(of signature: some StringProtocol) -> Int {
         switch signature.utf8.first {
         case UInt8(ascii: "n"), UInt8(ascii: "q"): 2
         case UInt8(ascii: "b"), UInt8(ascii: "i"), UInt8(ascii: "u"), UInt8(ascii: "h"), UInt8(ascii: "s"),
@@ -168,7 +168,14 @@ package struct DBusDecoder {
         let length = lengthBytes == 1 ? Int(try readInteger(UInt8.self)) : Int(try readInteger(UInt32.self))
         let content = try take(length)
         guard try take(1).first == 0 else { throw DBusWireError("a string lacks its terminating NUL") }
-        guard !content.contains(0) else { throw DBusWireError("a string contains a NUL byte") }
+        // One pass: no NUL inside, and whether it is all ASCII (names, paths,
+        // signatures nearly always are), which is valid UTF-8 as it stands.
+        var ascii = true
+        for byte in content {
+            if byte == 0 { throw DBusWireError("a string contains a NUL byte") }
+            if byte >= 0x80 { ascii = false }
+        }
+        if ascii { return String(decoding: content, as: UTF8.self) }
         guard let text = String(validating: content, as: UTF8.self) else {
             throw DBusWireError("a string is not valid UTF-8")
         }
@@ -213,7 +220,7 @@ package struct DBusDecoder {
             let element = type.dropFirst()
             let length = try readInteger(UInt32.self)
             guard length <= DBusDecoder.maximumArrayLength else { throw DBusWireError("an array is too long") }
-            try skipPadding(to: DBusEncoder.alignment(of: String(element)))
+            try skipPadding(to: DBusEncoder.alignment(of: element))
             guard Int(length) <= bytes.count - offset else { throw DBusWireError("the data ends inside an array") }
             let end = offset + Int(length)
             if element == "y" { return .bytes(Data(try take(Int(length)))) }
@@ -247,18 +254,25 @@ package struct DBusDecoder {
 
 /// Name syntax (the specification, "Valid Names").
 package enum DBusNames {
+    /// "/", or "/" followed by elements of [A-Za-z0-9_], each non-empty,
+    /// separated by single "/", with no "/" at the end.
     package static func isValidObjectPath(_ path: String) -> Bool {
-        guard path.hasPrefix("/") else { return false }
-        if path == "/" { return true }
-        guard !path.hasSuffix("/") else { return false }
-        for element in path.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            guard !element.isEmpty,
-                element.utf8.allSatisfy({ byte in
-                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                        || byte == 0x5F
-                })
-            else { return false }
+        var bytes = path.utf8.makeIterator()
+        guard bytes.next() == UInt8(ascii: "/") else { return false }
+        guard var byte = bytes.next() else { return true }  // "/"
+        var afterSlash = true
+        while true {
+            switch byte {
+            case UInt8(ascii: "/"):
+                guard !afterSlash else { return false }  // an empty element
+                afterSlash = true
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "_"):
+                afterSlash = false
+            default:
+                return false
+            }
+            guard let next = bytes.next() else { return !afterSlash }  // no "/" at the end
+            byte = next
         }
-        return true
     }
 }

@@ -187,28 +187,42 @@ package enum DBusSignature {
 
     /// The length (in UTF-8 code units) of the complete type `signature` starts with, or nil.
     package static func lengthOfFirstCompleteType(_ signature: Substring) -> Int? {
+        if let code = signature.utf8.first, isBasic(code) || code == UInt8(ascii: "v") { return 1 }
         let bytes = Array(signature.utf8.prefix(maximumLength))
         return endOfCompleteType(bytes, from: 0, arrays: 0, structs: 0)
     }
 
     /// Whether `signature` is exactly one complete type.
     package static func isSingleCompleteType(_ signature: String) -> Bool {
-        completeTypes(signature)?.count == 1
+        // Most variants hold one basic type (BlueZ's properties, header fields): no parsing needed.
+        if signature.utf8.count == 1, let code = signature.utf8.first {
+            return isBasic(code) || code == UInt8(ascii: "v")
+        }
+        return completeTypes(signature)?.count == 1
     }
 
-    private static let basicCodes = Set("ybnqiuxtdsogh".utf8)
+    /// The basic type codes: "ybnqiuxtdsogh".
+    private static func isBasic(_ code: UInt8) -> Bool {
+        switch code {
+        case UInt8(ascii: "y"), UInt8(ascii: "b"), UInt8(ascii: "n"), UInt8(ascii: "q"), UInt8(ascii: "i"),
+            UInt8(ascii: "u"), UInt8(ascii: "x"), UInt8(ascii: "t"), UInt8(ascii: "d"), UInt8(ascii: "s"),
+            UInt8(ascii: "o"), UInt8(ascii: "g"), UInt8(ascii: "h"):
+            true
+        default: false
+        }
+    }
 
     /// The index just past the complete type that starts at `start`.
     private static func endOfCompleteType(_ bytes: [UInt8], from start: Int, arrays: Int, structs: Int) -> Int? {
         guard start < bytes.count else { return nil }
         let code = bytes[start]
-        if basicCodes.contains(code) || code == UInt8(ascii: "v") { return start + 1 }
+        if isBasic(code) || code == UInt8(ascii: "v") { return start + 1 }
         switch code {
         case UInt8(ascii: "a"):
             guard arrays < maximumNesting else { return nil }
             if start + 1 < bytes.count, bytes[start + 1] == UInt8(ascii: "{") {
                 // A dict entry: a basic key, one complete value, then "}".
-                guard start + 2 < bytes.count, basicCodes.contains(bytes[start + 2]) else { return nil }
+                guard start + 2 < bytes.count, isBasic(bytes[start + 2]) else { return nil }
                 guard
                     let valueEnd = endOfCompleteType(bytes, from: start + 3, arrays: arrays + 1, structs: structs + 1),
                     valueEnd < bytes.count, bytes[valueEnd] == UInt8(ascii: "}")

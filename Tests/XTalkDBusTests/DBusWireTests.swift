@@ -146,6 +146,32 @@ struct DBusWireTests {
         #expect(throws: DBusWireError.self, "\(label)") { try decoder.read(signature: signature) }
     }
 
+    @Test(arguments: [
+        ("/", true), ("/a", true), ("/org/bluez/hci0/dev_C0_FF_EE_00_00_01/service0010/char0012", true),
+        ("/_9/Z", true), ("", false), ("a", false), ("a/b", false), ("/a/", false), ("//", false),
+        ("/a//b", false), ("/a-b", false), ("/a.b", false), ("/\u{E4}", false),
+    ])
+    func objectPathSyntax(path: String, valid: Bool) {
+        #expect(DBusNames.isValidObjectPath(path) == valid, "\(path)")
+    }
+
+    @Test(arguments: [
+        ("y", true), ("v", true), ("o", true), ("ay", true), ("a{sv}", true), ("(yv)", true), ("", false),
+        ("a", false), ("z", false), ("{", false), ("yy", false), ("sa{sv}as", false),
+    ])
+    func singleCompleteTypes(signature: String, single: Bool) {
+        #expect(DBusSignature.isSingleCompleteType(signature) == single, "\(signature)")
+    }
+
+    /// Strings that are not ASCII take the validating path; ASCII ones a faster one. Both decode exactly.
+    @Test(arguments: ["org.bluez.GattCharacteristic1", "", "Gerät ✓ 🛰"])
+    func stringsDecodeExactly(text: String) throws {
+        var encoder = DBusEncoder()
+        try encoder.append(.string(text))
+        var decoder = DBusDecoder(encoder.bytes, littleEndian: true)
+        #expect(try decoder.read(signature: "s") == [.string(text)])
+    }
+
     @Test func rejectsVariantsNestedTooDeeply() throws {
         var value = DBusValue.byte(1)
         for _ in 0..<(DBusDecoder.maximumDepth + 2) { value = .variant(value) }
