@@ -135,9 +135,8 @@ enum ReceivePathRow {
         for counter in first..<(first + count) {
             let payload = (0..<64).map { UInt8(truncatingIfNeeded: counter &* 31 &+ $0 &* 7) }
             let line =
-                "+DI:cnt=\(counter),len=64,slot=\(counter % 8),snr=\(counter % 13 - 4),rssi=-\(60 + counter % 50),"
-                + "lsnr=\(counter % 11),lrssi=-\(70 + counter % 30),rsnr=\(counter % 9),rrssi=-\(80 + counter % 20),"
-                + "txp=14,data=" + Hex.encode(payload) + "\r\n"
+                "+DI:cnt=\(counter),len=64,slot=\(counter % 8),snr=\(counter % 18 - 5),rssi=-\(60 + counter % 51),"
+                + "txp=20,data=" + Hex.encode(payload) + "\r\n"
             bytes += Array(line.utf8)
         }
         return encoding == .xor ? bytes.map { $0 ^ 0x5A } : bytes

@@ -2,6 +2,10 @@ import Foundation
 import XTalkBleSdk
 import XTalkSimulator
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Row 2: the receive pipeline against the naive way, in one run.
 enum ReceivePipelineRow {
     /// A realistic mixed stream, xor-encoded: 80 % `+DI:` lines with full
@@ -319,10 +323,14 @@ enum AsyncStreamFloorRow {
         var costs: [Duration] = []
         for stream in [unfolding, buffered] {
             let (count, cpu) = await Task.detached {
-                let start = Measure.threadCPU()
+                // This thread's clock, unless the task moved to another
+                // thread (then the process's, which can only add).
+                let thread = pthread_self()
+                let start = (Measure.threadCPU(), Measure.processCPU())
                 var count = 0
                 for await _ in stream { count += 1 }
-                return (count, Measure.threadCPU() - start)
+                let stayed = pthread_equal(thread, pthread_self()) != 0
+                return (count, stayed ? Measure.threadCPU() - start.0 : Measure.processCPU() - start.1)
             }.value
             costs.append(count == elements ? cpu / elements : .seconds(1))
         }
