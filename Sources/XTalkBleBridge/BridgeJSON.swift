@@ -386,11 +386,6 @@ package struct BridgeJSONObject: Sendable, Hashable, ExpressibleByDictionaryLite
         for (key, value) in elements { set(key, value) }
     }
 
-    /// The keys, in order (kept: the 1.0.0 API baseline lists them).
-    package var keys: [String] { members.map(\.key) }
-    /// The values, in the keys' order.
-    package var values: [BridgeJSON] { members.map(\.value) }
-
     package subscript(key: String) -> BridgeJSON? {
         members.lastIndex { $0.key == key }.map { members[$0].value }
     }
