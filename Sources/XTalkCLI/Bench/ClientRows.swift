@@ -21,12 +21,14 @@ struct BenchSetup {
 
     /// Connects in virtual time; `settleYields` trades speed for how deep a
     /// chain of awaits can react between timers.
-    static func connect(_ device: XTalkSimulatedDevice, settleYields: Int, together: Bool = false)
-        async throws(CLIError) -> BenchSetup
-    {
+    /// `makeClient` makes the client on the environment (by default as an app does).
+    static func connect(
+        _ device: XTalkSimulatedDevice, settleYields: Int, together: Bool = false,
+        makeClient: (XTalkSimulatedEnvironment) -> XTalkBleClient = { XTalkBleClient(simulator: $0) }
+    ) async throws(CLIError) -> BenchSetup {
         let clock = XTalkVirtualClock(settleYields: settleYields, firesInstantTogether: together)
         let environment = XTalkSimulatedEnvironment(devices: [device], clock: clock)
-        let client = XTalkBleClient(simulator: environment)
+        let client = makeClient(environment)
         let events = EventCounter()
         client.onEvent = { _ in events.count += 1 }
         client.startScan()

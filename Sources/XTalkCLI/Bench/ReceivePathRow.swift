@@ -147,35 +147,25 @@ enum ReceivePathRow {
     static func measure(notificationBytes chunk: Int, frames total: Int, readers count: Int) async throws(CLIError)
         -> Outcome
     {
-        let clock = XTalkVirtualClock(settleYields: 1, firesInstantTogether: true)
-        let environment = XTalkSimulatedEnvironment(
-            devices: [
-                XTalkSimulatedDevice(
-                    link: XTalkSimulatedLink(
-                        mtu: chunk + 3, mtuExchangeDelay: .milliseconds(20), connectionInterval: StreamCPURow.interval,
-                        connectDelay: .milliseconds(20)))
-            ], clock: clock)
-        let tap = Tap(environment.central)
-        let client = XTalkBleClient(backend: tap, keepingAlive: environment)
+        let device = XTalkSimulatedDevice(
+            link: XTalkSimulatedLink(
+                mtu: chunk + 3, mtuExchangeDelay: .milliseconds(20), connectionInterval: StreamCPURow.interval,
+                connectDelay: .milliseconds(20)))
+        var tapped: Tap?
+        let setup = try await BenchSetup.connect(device, settleYields: 1, together: true) { environment in
+            let tap = Tap(environment.central)
+            tapped = tap
+            return XTalkBleClient(backend: tap, keepingAlive: environment)
+        }
+        let client = setup.client
         defer {
             client.teardown()
-            environment.shutDown()
+            setup.environment.shutDown()
         }
-        let yielded = BenchSetup.EventCounter()
-        client.onEvent = { _ in yielded.count += 1 }
-        client.startScan()
-        for _ in 0..<200 where client.scanResults.isEmpty { await clock.advance(by: .milliseconds(10)) }
-        guard let result = client.scanResults.first else {
-            throw CLIError(.notFound, "the benchmark device was not found")
-        }
-        client.connect(id: result.id)
-        for _ in 0..<2_000 where !client.atReady { await clock.advance(by: .milliseconds(5)) }
-        await clock.advance(by: .milliseconds(200))  // the MTU exchange is done
+        let yielded = setup.events
         // One command, so that the device has notified once (the tap learns from where).
-        do { _ = try await clock.run { try await client.runAtCommand("AT") } } catch {
-            throw CLIError.from(error, doing: "The first command")
-        }
-        guard let notifier = tap.notifier, let handler = tap.eventHandler else {
+        try await setup.startAtConnectionEvent()
+        guard let tap = tapped, let notifier = tap.notifier, let handler = tap.eventHandler else {
             throw CLIError(.failure, "the benchmark device never notified")
         }
         let readers = (0..<count).map { _ in Reader() }
@@ -222,7 +212,7 @@ enum ReceivePathRow {
         let measuredEvents = yielded.count - eventsStart
         let expected = yielded.count - base
         let dropped = client.droppedEventCount
-        client.teardown()
+        client.teardown()  // ends the streams
         for task in tasks { await task.value }
         // Counted strictly: every reader took every event, and every frame in order.
         let frameTotal = warmUp + total

@@ -317,7 +317,7 @@ enum AsyncStreamFloorRow {
         }
         let source = Source(end: elements)
         let unfolding = AsyncStream<Int>(unfolding: { source.take() })
-        let (buffered, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .unbounded)
+        let (buffered, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingOldest(elements))
         for element in 0..<elements { continuation.yield(element) }
         continuation.finish()
         var costs: [Duration] = []
