@@ -78,7 +78,7 @@ public final class XTalkBleClient: NSObject {
 
     let backend: any BleBackend
     /// What the backend needs alive (the simulated environment behind a simulated central).
-    private var keptAlive: AnyObject?
+    private let keptAlive: AnyObject?
     let options: XTalkBleClientOptions
     private(set) var machine: ConnectionStateMachine
     /// The AT channel of the current connection, once `atReady`.
@@ -133,24 +133,17 @@ public final class XTalkBleClient: NSObject {
         self.init(backend: PlatformBackend.make(), options: options)
     }
 
-    /// A client on `backend` that also keeps `object` alive: an object the
-    /// backend needs but does not keep (the simulated environment behind the
-    /// CoreBluetooth stand-in, whose radio holds it unowned).
-    package convenience init(
-        backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(),
-        keepingAlive object: AnyObject
-    ) {
-        self.init(backend: backend, options: options)
-        keptAlive = object
-    }
-
     /// A client on any backend (the simulator, CoreBluetooth). `profile` is the
-    /// device's GATT layout (xTalk's unless a test says otherwise).
+    /// device's GATT layout (xTalk's unless a test says otherwise);
+    /// `keepingAlive`, an object the backend needs but does not keep (the
+    /// simulated environment behind the CoreBluetooth stand-in, whose radio
+    /// holds it unowned).
     package init(
-        backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(), profile: GattProfile = .xTalk
+        backend: any BleBackend, options: XTalkBleClientOptions = XTalkBleClientOptions(),
+        profile: GattProfile = .xTalk, keepingAlive: AnyObject? = nil
     ) {
         self.backend = backend
-        keptAlive = (backend as? any BleBackendKeepingAlive)?.keptAlive
+        keptAlive = keepingAlive ?? (backend as? any BleBackendKeepingAlive)?.keptAlive
         self.options = options
         machine = ConnectionStateMachine(connectTimeout: options.connectTimeout, radio: backend.state, profile: profile)
         super.init()
