@@ -249,7 +249,9 @@ private final class MainQueueTimer: @unchecked Sendable {
     }
 
     deinit {
-        source.setEventHandler(handler: nil)
+        // Only cancelled: its handler holds this timer weakly, and replacing the
+        // handler of an activated source is a misuse that libdispatch reports
+        // through syslog(3), which blocks when the system log does not keep up.
         source.cancel()
     }
 }
