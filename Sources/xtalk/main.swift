@@ -13,13 +13,14 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let (input, inputLines) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(1_024))
 if arguments.first == "shell" || arguments.first == "bridge" {
     Thread.detachNewThread {
-        reading: while let line = readLine() {
+        // Not readLine(): see StandardInputLines.
+        StandardInputLines.readLines(from: 0) { line in
             while true {
                 switch inputLines.yield(line) {
-                case .enqueued: continue reading
-                case .terminated: break reading
+                case .enqueued: return true
+                case .terminated: return false
                 case .dropped: usleep(1_000)  // full: the line is offered again
-                @unknown default: break reading
+                @unknown default: return false
                 }
             }
         }
@@ -37,17 +38,15 @@ let context = CommandContext(
 
 let command = Task { @MainActor in await XTalkCLI.run(arguments, context: context) }
 
-// Ctrl-C cancels the command, which disconnects cleanly; a second Ctrl-C quits at once.
-signal(SIGINT, SIG_IGN)
-let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
-var interrupted = false
-interrupt.setEventHandler {
-    if interrupted { exit(130) }
-    interrupted = true
-    inputLines.finish()
-    command.cancel()
-}
-interrupt.resume()
+// Ctrl-C cancels the command, which disconnects cleanly; a second Ctrl-C quits at once,
+// even while the main thread is blocked (e.g. writing to a pipe nobody reads).
+let interrupt = InterruptHandler(
+    first: {
+        inputLines.finish()
+        command.cancel()
+    },
+    again: { exit(130) })
 
 let code = await command.value
+withExtendedLifetime(interrupt) {}
 exit(code)

@@ -1,0 +1,81 @@
+import Dispatch
+import Foundation
+import Testing
+@testable import XTalkCLI
+
+@Suite("The tool's standard input and Ctrl-C")
+struct ProcessIOTests {
+    static let input: [UInt8] = Array("AT+VER?\nplain\r\n\n\r\nlast".utf8) + [0xFF, 0x0A] + Array("ünï\n".utf8)
+    static let lines = ["AT+VER?", "plain", "", "", "last\u{FFFD}", "ünï"]
+
+    @Test("lines as readLine() gives them, whatever the chunking", arguments: [1, 2, 3, 7, 20, 244, 4_096])
+    func splitsLines(chunk: Int) {
+        var splitter = LineSplitter()
+        var lines: [String] = []
+        for start in stride(from: 0, to: Self.input.count, by: chunk) {
+            lines += splitter.feed(Self.input[start..<min(start + chunk, Self.input.count)])
+        }
+        #expect(splitter.end() == nil)
+        #expect(lines == Self.lines)
+    }
+
+    @Test("a last line without its newline is a line; no input, no line")
+    func lastLine() {
+        var splitter = LineSplitter()
+        #expect(splitter.feed(ArraySlice("one\ntw".utf8)) == ["one"])
+        #expect(splitter.feed(ArraySlice("o\r".utf8)) == [])
+        #expect(splitter.end() == "two")
+        #expect(splitter.end() == nil)
+        var empty = LineSplitter()
+        #expect(empty.feed([]) == [])
+        #expect(empty.end() == nil)
+    }
+
+    @Test("from a descriptor: every line, a long one across reads, and an early stop")
+    func readsDescriptor() throws {
+        let long = String(repeating: "0123456789ABCDEF", count: 1_000)  // 16,000 bytes: several reads
+        let text = "first\n\(long)\r\nthird"
+        #expect(Self.read(text) == ["first", long, "third"])
+        #expect(Self.read(text, stopAfter: 1) == ["first"])
+        #expect(Self.read("") == [])
+    }
+
+    /// Writes `text` into a pipe (from another thread, as a terminal would) and reads its lines.
+    private static func read(_ text: String, stopAfter limit: Int = .max) -> [String] {
+        let pipe = Pipe()
+        let writer = pipe.fileHandleForWriting
+        Thread.detachNewThread {
+            writer.write(Data(text.utf8))
+            try? writer.close()
+        }
+        var lines: [String] = []
+        StandardInputLines.readLines(from: pipe.fileHandleForReading.fileDescriptor) { line in
+            lines.append(line)
+            return lines.count < limit
+        }
+        return lines
+    }
+
+    /// A signal is sent to this process and taken by the handler's own queue
+    /// while the main thread is blocked: on the main queue (as before), it
+    /// would wait for the main thread, here for ever.
+    @Test("Ctrl-C reaches the tool while its main thread is blocked; a second one is told apart")
+    @MainActor
+    func interruptWhileMainThreadIsBlocked() throws {
+        let firsts = DispatchSemaphore(value: 0)
+        let agains = DispatchSemaphore(value: 0)
+        // SIGUSR2 stands in for SIGINT, which would reach the test runner's own handling.
+        let registered = DispatchSemaphore(value: 0)
+        let handler = InterruptHandler(
+            signal: SIGUSR2, first: { firsts.signal() }, again: { agains.signal() },
+            registered: { registered.signal() })
+        try #require(registered.wait(timeout: .now() + 10) == .success, "the handler is in place")
+        kill(getpid(), SIGUSR2)
+        // The main thread blocks here, as it does in a write to a stalled pipe.
+        #expect(firsts.wait(timeout: .now() + 10) == .success, "the first signal was handled")
+        kill(getpid(), SIGUSR2)
+        #expect(agains.wait(timeout: .now() + 10) == .success, "the second signal was handled as a second")
+        #expect(firsts.wait(timeout: .now()) == .timedOut, "first ran once")
+        withExtendedLifetime(handler) {}
+    }
+}
