@@ -121,7 +121,9 @@ let package = Package(
                 .target(name: coreBluetoothStandIn, condition: onLinux),
             ]
         ),
-        .testTarget(name: "XTalkCLITests", dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator"]),
+        .testTarget(
+            name: "XTalkCLITests",
+            dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator", "XTalkFakeBlueZ"]),
         .testTarget(
             name: "XTalkCryptoTests",
             dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),

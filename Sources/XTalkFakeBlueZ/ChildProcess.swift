@@ -35,6 +35,13 @@ package final class ChildProcess: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, pipeFDs[1], 1)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        #if os(Linux)
+            // Nothing else of ours: descriptors without close-on-exec (another
+            // thread's pipes to its own child, Foundation's) would otherwise
+            // stay open in this child, and whoever waits for their end would
+            // wait as long as it lives.
+            if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+        #endif
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -65,6 +72,21 @@ package final class ChildProcess: @unchecked Sendable {
         self.pid = pid
         output = pipeFDs[0]
     }
+
+    #if os(Linux)
+        /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later),
+        /// looked up at run time: the Glibc module does not import it.
+        private static let addCloseFrom:
+            (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+                guard
+                    let symbol = dlsym(
+                        UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
+                else { return nil }
+                return unsafeBitCast(
+                    symbol,
+                    to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+            }()
+    #endif
 
     /// The next line of the child's stdout (without its newline), or nil at
     /// end of output or when `timeout` passes first.
@@ -154,4 +176,30 @@ package final class ChildProcess: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    // The waits again, for async callers (tests): each blocks a thread of its
+    // own, not one of the few Swift concurrency runs every task on. A test
+    // that waited on one of those for a child stalled every other suite's work.
+
+    /// `readLine(timeout:)` on a thread of its own.
+    package func readLine(timeout: Duration) async -> String? {
+        await Self.onOwnThread { self.readLine(timeout: timeout) }
+    }
+
+    /// `readToEnd(timeout:)` on a thread of its own.
+    package func readToEnd(timeout: Duration) async -> String {
+        await Self.onOwnThread { self.readToEnd(timeout: timeout) }
+    }
+
+    /// `wait(timeout:)` on a thread of its own.
+    package func wait(timeout: Duration) async -> Int32? {
+        await Self.onOwnThread { self.wait(timeout: timeout) }
+    }
+
+    /// Runs the blocking `work` on a new thread and returns its result.
+    package static func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: work()) }
+        }
+    }
 }

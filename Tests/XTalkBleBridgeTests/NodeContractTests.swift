@@ -32,7 +32,7 @@ enum Node {
     "The JavaScript plugin over xtalk bridge --stdio, driven with the SDK's call patterns (node --test)",
     .enabled(if: Node.available, Node.missing), .timeLimit(.minutes(3)))
 struct NodeContractTests {
-    @Test func contractDriverPasses() throws {
+    @Test func contractDriverPasses() async throws {
         let node = try #require(Node.path)
         let xtalk = try #require(Node.xtalk, "the xtalk binary is built next to the tests")
         var environment = ProcessInfo.processInfo.environment
@@ -41,8 +41,8 @@ struct NodeContractTests {
             node, ["--test", Node.packageRoot.appendingPathComponent("Tests/BridgeContract").path],
             environment: environment)
         defer { run.stop() }
-        let output = run.readToEnd(timeout: .seconds(150))
-        let status = run.wait(timeout: .seconds(10))
+        let output = await run.readToEnd(timeout: .seconds(150))
+        let status = await run.wait(timeout: .seconds(10))
         #expect(status == 0, "node --test exited \(status.map(String.init) ?? "late"):\n\(output)")
         #expect(output.contains("# pass 9") && output.contains("# fail 0"), "every contract test ran:\n\(output)")
     }

@@ -39,19 +39,19 @@ enum Bleak {
     .timeLimit(.minutes(3)))
 struct BleakFidelityTests {
     @Test("bleak_check.py passes every check against xtalk fake-bluez")
-    func bleakAgainstTheFake() throws {
+    func bleakAgainstTheFake() async throws {
         let xtalk = try #require(Bleak.xtalk, "the xtalk binary is built next to the tests")
         let fake = try ChildProcess(xtalk, ["fake-bluez", "--firmware-encoding", "plain"])
         defer { fake.stopGracefully() }
-        let line = try #require(fake.readLine(timeout: .seconds(30)), "xtalk fake-bluez printed its bus address")
+        let line = try #require(await fake.readLine(timeout: .seconds(30)), "xtalk fake-bluez printed its bus address")
         #expect(line.hasPrefix("DBUS_SYSTEM_BUS_ADDRESS="))
         let address = String(line.dropFirst("DBUS_SYSTEM_BUS_ADDRESS=".count))
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = address
         let check = try ChildProcess(Bleak.python, [Bleak.script, "check"], environment: environment)
         defer { check.stop() }
-        let output = check.readToEnd(timeout: .seconds(120))
-        let status = check.wait(timeout: .seconds(10))
+        let output = await check.readToEnd(timeout: .seconds(120))
+        let status = await check.wait(timeout: .seconds(10))
         #expect(status == 0, "bleak_check.py exited \(status.map(String.init) ?? "late"):\n\(output)")
         let passed = output.split(separator: "\n").filter { $0.hasPrefix("PASS ") }.count
         #expect(passed == 13, "every check ran:\n\(output)")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import XTalkCLI
+import XTalkFakeBlueZ
 import XTalkSimulator
 
 /// Output lines collected from a command.
@@ -126,41 +127,53 @@ final class XtalkChild: @unchecked Sendable {
     var name: String { (["xtalk"] + arguments).joined(separator: " ") }
 
     /// Waits until `done(stdout)` holds. After `seconds`, or when the child
-    /// ended without it, records a failure naming `what`, kills the child and returns false.
+    /// ended without it, records a failure naming `what`, kills the child and
+    /// returns false. The wait blocks a thread of its own (see `onOwnThread`).
     @discardableResult
     func waitForOutput(
         _ what: String, within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation,
-        until done: (String) -> Bool
-    ) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        while !done(String(decoding: out, as: UTF8.self)) {
-            if openStreams == 0 && exited || !condition.wait(until: deadline) {
-                condition.unlock()
-                fail("\(name): \(what) did not appear within \(seconds) s", sourceLocation)
-                return false
+        until done: @escaping @Sendable (String) -> Bool
+    ) async -> Bool {
+        let failure = await ChildProcess.onOwnThread { [self] () -> String? in
+            let deadline = Date(timeIntervalSinceNow: seconds)
+            condition.lock()
+            while !done(String(decoding: out, as: UTF8.self)) {
+                if openStreams == 0 && exited || !condition.wait(until: deadline) {
+                    condition.unlock()
+                    return killed("\(name): \(what) did not appear within \(seconds) s")
+                }
             }
+            condition.unlock()
+            return nil
         }
-        condition.unlock()
-        return true
+        return record(failure, sourceLocation)
     }
 
     /// Waits for the child to exit and its output to end. After `seconds`,
-    /// records a failure, kills it and returns false.
+    /// records a failure, kills it and returns false. The wait blocks a thread of its own.
     @discardableResult
-    func waitForExit(within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        condition.lock()
-        while !(exited && openStreams == 0) {
-            if !condition.wait(until: deadline) {
-                condition.unlock()
-                fail("\(name) did not exit within \(seconds) s", sourceLocation)
-                return false
+    func waitForExit(within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation) async -> Bool {
+        let failure = await ChildProcess.onOwnThread { [self] () -> String? in
+            let deadline = Date(timeIntervalSinceNow: seconds)
+            condition.lock()
+            while !(exited && openStreams == 0) {
+                if !condition.wait(until: deadline) {
+                    condition.unlock()
+                    return killed("\(name) did not exit within \(seconds) s")
+                }
             }
+            condition.unlock()
+            process.waitUntilExit()
+            return nil
         }
-        condition.unlock()
-        process.waitUntilExit()
-        return true
+        return record(failure, sourceLocation)
+    }
+
+    /// Records `failure`, if any, in the calling test; true when there is none.
+    private func record(_ failure: String?, _ sourceLocation: SourceLocation) -> Bool {
+        guard let failure else { return true }
+        Issue.record("\(failure)", sourceLocation: sourceLocation)
+        return false
     }
 
     func interrupt() { process.interrupt() }
@@ -178,17 +191,24 @@ final class XtalkChild: @unchecked Sendable {
             "\(name) reported a runtime misuse on stderr:\n\(text)", sourceLocation: sourceLocation)
     }
 
-    /// Records `message` with the child's output and, when it still runs, its
-    /// threads' stacks; then kills it (SIGKILL) and waits for it, so that
-    /// nothing outlives the test.
-    private func fail(_ message: String, _ sourceLocation: SourceLocation) {
+    /// `message` with the child's output and, when it still runs, its
+    /// threads' stacks; the child is then killed (SIGKILL) and waited for
+    /// (bounded), so that nothing outlives the test. Blocks.
+    private func killed(_ message: String) -> String {
         var report = "\(message)\nstdout so far:\n\(stdout)\nstderr so far:\n\(stderr)"
         if process.isRunning, let stacks = Self.stacks(of: process.processIdentifier) {
             report += "\nits threads' stacks (gdb):\n\(stacks)"
         }
-        Issue.record("\(report)", sourceLocation: sourceLocation)
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        // Bounded too: Foundation may learn of the end late (a descendant
+        // holding what it watches), and a failed test must not stall the run.
+        let deadline = Date(timeIntervalSinceNow: 30)
+        condition.lock()
+        while !exited && condition.wait(until: deadline) {}
+        let ended = exited
+        condition.unlock()
+        if !ended { report += "\n(killed, but not seen to end within 30 s)" }
+        return report
     }
 
     /// Every thread's stack of the hung process `pid`, when gdb is installed:

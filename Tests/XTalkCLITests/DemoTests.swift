@@ -52,9 +52,9 @@ struct DemoTests {
 @Suite("xtalk binary", .timeLimit(.minutes(5)))
 struct BinaryTests {
     @Test("the built xtalk binary runs the demo on the real clock and exits 0")
-    func demo() throws {
+    func demo() async throws {
         let child = try XtalkChild(["demo"])
-        child.waitForExit(within: 30)  // about 2 s on the real clock
+        await child.waitForExit(within: 30)  // about 2 s on the real clock
         let text = child.stdout
         #expect(child.terminationStatus == 0, "\(text)")
         let stepLines = text.split(separator: "\n").filter { $0.hasPrefix("Step ") }
@@ -71,9 +71,9 @@ struct BinaryTests {
     @Test(
         "xtalk bench --only bluez: the fake BlueZ in a child process, CPU per notification and the round trip",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon"), "needs dbus-daemon"))
-    func bluezRows() throws {
+    func bluezRows() async throws {
         let child = try XtalkChild(["bench", "--only", "bluez", "--quick", "--json"])
-        child.waitForExit(within: 120)
+        await child.waitForExit(within: 120)
         let rows = child.stdout.split(separator: "\n").compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
         }.filter { $0["type"] as? String == "bench" }
@@ -90,12 +90,12 @@ struct BinaryTests {
     }
 
     @Test("Ctrl-C ends xtalk listen cleanly with exit 0")
-    func interruptListen() throws {
+    func interruptListen() async throws {
         let child = try XtalkChild(["listen", "--traffic", "20"])
-        try #require(child.waitForOutput("a first frame", within: 10, until: { $0.contains("frame") }))
+        try #require(await child.waitForOutput("a first frame", within: 10, until: { $0.contains("frame") }))
         child.interrupt()
         // A process that ignores Ctrl-C is killed after 5 s (and the test fails).
-        try #require(child.waitForExit(within: 5))
+        try #require(await child.waitForExit(within: 5))
         #expect(child.terminationReason == .exit, "ended by itself, not killed")
         #expect(child.terminationStatus == 0)
         child.expectCleanStderr()

@@ -42,7 +42,7 @@ enum BlueZRow {
         }
         defer { fake.stopGracefully() }
         let prefix = "DBUS_SYSTEM_BUS_ADDRESS="
-        guard let line = fake.readLine(timeout: .seconds(30)), line.hasPrefix(prefix) else {
+        guard let line = await fake.readLine(timeout: .seconds(30)), line.hasPrefix(prefix) else {
             throw CLIError(.failure, "xtalk fake-bluez did not print its bus address")
         }
         let bus = String(line.dropFirst(prefix.count))
