@@ -187,7 +187,7 @@ package enum DBusSignature {
 
     /// The length (in UTF-8 code units) of the complete type `signature` starts with, or nil.
     package static func lengthOfFirstCompleteType(_ signature: Substring) -> Int? {
-        if let code = signature.utf8.first, isBasic(code) || code == UInt8(ascii: "v") { return 1 }
+        if let code = signature.utf8.first, isOneCharacterType(code) { return 1 }
         let bytes = Array(signature.utf8.prefix(maximumLength))
         return endOfCompleteType(bytes, from: 0, arrays: 0, structs: 0)
     }
@@ -196,9 +196,14 @@ package enum DBusSignature {
     package static func isSingleCompleteType(_ signature: String) -> Bool {
         // Most variants hold one basic type (BlueZ's properties, header fields): no parsing needed.
         if signature.utf8.count == 1, let code = signature.utf8.first {
-            return isBasic(code) || code == UInt8(ascii: "v")
+            return isOneCharacterType(code)
         }
         return completeTypes(signature)?.count == 1
+    }
+
+    /// A complete type of one character: a basic type or a variant.
+    private static func isOneCharacterType(_ code: UInt8) -> Bool {
+        isBasic(code) || code == UInt8(ascii: "v")
     }
 
     /// The basic type codes: "ybnqiuxtdsogh".
@@ -216,7 +221,7 @@ package enum DBusSignature {
     private static func endOfCompleteType(_ bytes: [UInt8], from start: Int, arrays: Int, structs: Int) -> Int? {
         guard start < bytes.count else { return nil }
         let code = bytes[start]
-        if isBasic(code) || code == UInt8(ascii: "v") { return start + 1 }
+        if isOneCharacterType(code) { return start + 1 }
         switch code {
         case UInt8(ascii: "a"):
             guard arrays < maximumNesting else { return nil }

@@ -1,32 +1,3 @@
-import Foundation
-
-/// The backend of a platform without a Bluetooth backend (yet): it is
-/// `.unsupported` from the start, so scanning publishes
-/// `.failed(.bluetoothUnavailable)` at once.
-@MainActor
-final class UnavailableBackend: BleBackend {
-    var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
-    let scheduler: any TimerScheduling
-    let state: BleManagerState = .unsupported
-
-    init(scheduler: any TimerScheduling) {
-        self.scheduler = scheduler
-    }
-
-    func activate(showPowerAlert: Bool, restoreIdentifier: String?) {}
-    func scanForPeripherals(withServices services: [BleUUID]) {}
-    func stopScan() {}
-    func connect(_ peripheral: UUID) {}
-    func cancelPeripheralConnection(_ peripheral: UUID) {}
-    func discoverServices(_ services: [BleUUID]?, for peripheral: UUID) {}
-    func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {}
-    func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {}
-    func readValue(for characteristic: BleCharacteristicRef, of peripheral: UUID) {}
-    func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType) {}
-    func canSendWriteWithoutResponse(_ peripheral: UUID) -> Bool { false }
-    func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int { 0 }
-}
-
 /// The platform's Bluetooth backend for `XTalkBleClient()`.
 @MainActor
 package enum PlatformBackend {
