@@ -123,7 +123,7 @@ let package = Package(
         ),
         .testTarget(
             name: "XTalkCLITests",
-            dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator", "XTalkFakeBlueZ"]),
+            dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator", "XTalkFakeBlueZ", "XTalkTestSupport"]),
         .testTarget(
             name: "XTalkCryptoTests",
             dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),
@@ -155,7 +155,7 @@ let package = Package(
             name: "XTalkDocumentationTests",
             dependencies: [
                 "XTalkBleSdk", "XTalkDeviceAuthSdk", "XTalkSimulator", "XTalkIndexStoreReader", "XTalkBleBridgeWebKit",
-                .target(name: webKitStandIn, condition: onLinux),
+                "XTalkTestSupport", .target(name: webKitStandIn, condition: onLinux),
             ] + standIns("Combine", "SwiftUI")),
     ] + appleFrameworkStandIns,
     swiftLanguageModes: [.v6]

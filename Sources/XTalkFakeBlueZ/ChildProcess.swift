@@ -131,6 +131,29 @@ package final class ChildProcess: @unchecked Sendable {
         return false
     }
 
+    /// Reads and drops whatever the child writes to stdout from now on, on a
+    /// thread of its own, until it closes it: for a child that serves others
+    /// (a fake BlueZ) after the lines we needed, so that its writes never
+    /// block on a full pipe. Call it after the last `readLine`; the lines
+    /// already read stay read, the rest of the buffer is dropped.
+    package func discardFurtherOutput() {
+        let copy: Int32 = lock.withLock {
+            pending.removeAll()
+            return reaped ? -1 : dup(output)
+        }
+        guard copy >= 0 else { return }
+        // A duplicate descriptor: `reap` may close ours meanwhile.
+        Thread.detachNewThread {
+            var chunk = [UInt8](repeating: 0, count: 4_096)
+            while true {
+                let count = read(copy, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+            }
+            close(copy)
+        }
+    }
+
     /// Waits (bounded) for the child to exit on its own; its exit status, or nil if it is still running.
     package func wait(timeout: Duration) -> Int32? {
         let deadline = ContinuousClock.now + timeout

@@ -48,5 +48,4 @@ let interrupt = InterruptHandler(
     again: { exit(130) })
 
 let code = await command.value
-withExtendedLifetime(interrupt) {}
 exit(code)

@@ -45,6 +45,7 @@ struct BleakFidelityTests {
         defer { fake.stopGracefully() }
         let line = try #require(await fake.readLine(timeout: .seconds(30)), "xtalk fake-bluez printed its bus address")
         #expect(line.hasPrefix("DBUS_SYSTEM_BUS_ADDRESS="))
+        fake.discardFurtherOutput()
         let address = String(line.dropFirst("DBUS_SYSTEM_BUS_ADDRESS=".count))
         var environment = ProcessInfo.processInfo.environment
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = address

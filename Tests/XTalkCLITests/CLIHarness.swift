@@ -3,6 +3,7 @@ import Testing
 @testable import XTalkCLI
 import XTalkFakeBlueZ
 import XTalkSimulator
+import XTalkTestSupport
 
 /// Output lines collected from a command.
 @MainActor
@@ -216,28 +217,13 @@ final class XtalkChild: @unchecked Sendable {
     private static func stacks(of pid: Int32) -> String? {
         let gdb = "/usr/bin/gdb"
         guard FileManager.default.isExecutableFile(atPath: gdb) else { return nil }
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("xtalk-stacks-\(pid)-\(UUID())")
-        guard FileManager.default.createFile(atPath: file.path, contents: nil),
-            let output = try? FileHandle(forWritingTo: file)
-        else { return nil }
-        defer {
-            try? output.close()
-            try? FileManager.default.removeItem(at: file)
+        let text: String
+        do {
+            text = try runTool([gdb, "-q", "-batch", "-p", "\(pid)", "-ex", "thread apply all bt 40"], seconds: 60)
+                .output
+        } catch {
+            return "gdb failed: \(error)"
         }
-        let debugger = Process()
-        let ended = DispatchSemaphore(value: 0)
-        debugger.executableURL = URL(fileURLWithPath: gdb)
-        debugger.arguments = ["-q", "-batch", "-p", "\(pid)", "-ex", "thread apply all bt 40"]
-        debugger.standardInput = FileHandle.nullDevice
-        debugger.standardOutput = output
-        debugger.standardError = FileHandle.nullDevice
-        debugger.terminationHandler = { _ in ended.signal() }
-        do { try debugger.run() } catch { return "gdb did not start: \(error)" }
-        if ended.wait(timeout: .now() + 60) == .timedOut {
-            kill(debugger.processIdentifier, SIGKILL)
-            ended.wait()
-        }
-        let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
         // The stacks only: gdb's notes on symbols and threads are noise here.
         let lines = text.split(separator: "\n").filter { $0.hasPrefix("Thread ") || $0.hasPrefix("#") }
         return lines.isEmpty ? "gdb printed no stack" : lines.joined(separator: "\n")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 
 /// Every public symbol of the SDK products has a doc comment. The symbol
 /// graphs come from the toolchain's `swift-symbolgraph-extract`, run on the

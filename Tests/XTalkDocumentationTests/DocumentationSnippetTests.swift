@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import XTalkTestSupport
 
 /// The documentation's code samples compile: every Swift block of every
 /// article in the DocC catalogs (`Sources/*/*.docc`) must appear verbatim in

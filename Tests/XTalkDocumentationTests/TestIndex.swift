@@ -1,5 +1,6 @@
 import Foundation
 import XTalkIndexStoreReader
+import XTalkTestSupport
 
 /// What each test of this package uses, exactly: read from the index store
 /// the compiler wrote while building the tests (`swift build` indexes debug

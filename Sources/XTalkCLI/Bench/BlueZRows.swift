@@ -46,6 +46,7 @@ enum BlueZRow {
             throw CLIError(.failure, "xtalk fake-bluez did not print its bus address")
         }
         let bus = String(line.dropFirst(prefix.count))
+        fake.discardFurtherOutput()
         let pings = quick ? 20 : 200
 
         let client = XTalkBleClient(

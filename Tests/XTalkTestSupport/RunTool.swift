@@ -1,10 +1,11 @@
 import Foundation
 
-/// Runs a toolchain command (found on PATH) to its end; its output goes to a
-/// temporary file rather than a pipe, so a long output never blocks it. One
-/// that has not ended after `seconds` is killed, and the call throws with
-/// its output so far: a stuck tool names itself instead of stalling the run.
-func runTool(_ arguments: [String], seconds: Int = 600) throws -> (status: Int32, output: String) {
+/// Runs a command (found on PATH, or an absolute path) to its end, its
+/// standard output and error together in a temporary file rather than a
+/// pipe, so a long output never blocks it. One that has not ended after
+/// `seconds` is killed, and the call throws with its output so far: a stuck
+/// tool names itself instead of stalling the run. Blocks the calling thread.
+package func runTool(_ arguments: [String], seconds: Int = 600) throws -> (status: Int32, output: String) {
     let log = FileManager.default.temporaryDirectory.appendingPathComponent("xtalk-tool-\(UUID().uuidString).log")
     guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
         throw ToolError("cannot create \(log.path)")
@@ -34,7 +35,7 @@ func runTool(_ arguments: [String], seconds: Int = 600) throws -> (status: Int32
     return (process.terminationStatus, output)
 }
 
-struct ToolError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+package struct ToolError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
