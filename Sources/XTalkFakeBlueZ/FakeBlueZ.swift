@@ -42,6 +42,13 @@ package final class FakeBlueZ {
     package static let controlPath = "/com/xtalk/FakeBlueZ"
     package static let controlInterface = "com.xtalk.FakeBlueZ1"
 
+    /// How long the controller takes to start or stop scanning: BlueZ answers
+    /// StartDiscovery and StopDiscovery after it.
+    package var controllerDelay: Duration = .milliseconds(10)
+    /// Whether this client's discovery is on, as BlueZ has it (for tests).
+    package var isDiscovering: Bool { discovering }
+    /// Whether a StartDiscovery or StopDiscovery is still unanswered (for tests).
+    package var isDiscoveryCallPending: Bool { discoveryCall != nil }
     /// When true, connections never report `ServicesResolved` (nor answer `Connect`).
     package var holdsServicesResolved = false
     /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
@@ -73,6 +80,8 @@ package final class FakeBlueZ {
     private var bus: DBusConnection?
     private var powered = true
     private var discovering = false
+    /// A StartDiscovery or StopDiscovery not answered yet.
+    private var discoveryCall: DBusMessage?
     private var filterServices: [BleUUID] = []
     private var devices: [UUID: FakeDevice] = [:]
     private var failures: [String: [(name: String, message: String)]] = [:]
@@ -116,6 +125,7 @@ package final class FakeBlueZ {
         devices.removeAll()
         if discovering { radio.stopScan() }
         discovering = false
+        discoveryCall = nil
         bus?.close()
         bus = nil
     }
@@ -142,6 +152,10 @@ package final class FakeBlueZ {
             for device in devices.values where device.connected {
                 radio.cancelPeripheralConnection(device.id)
                 linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
+            }
+            if let call = discoveryCall {
+                discoveryCall = nil
+                reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call)
             }
             if discovering {
                 radio.stopScan()
@@ -434,24 +448,33 @@ package final class FakeBlueZ {
             filterServices = (filter["UUIDs"]?.stringArrayValue ?? []).map(BleUUID.init)
             reply(to: call)
         case "StartDiscovery":
+            // BlueZ (src/adapter.c, start_discovery): a client discovers once
+            // at a time, and the call is answered when the controller has
+            // started scanning; until then the client's start or stop is busy.
             guard powered else { return reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call) }
-            guard !discovering else {
+            guard !discovering, discoveryCall == nil else {
                 return reply(error: "org.bluez.Error.InProgress", "Operation already in progress", to: call)
             }
             discovering = true
-            radio.scanForPeripherals(withServices: filterServices)
-            reply(to: call)
-            changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(true)])
+            answerWhenTheControllerHasDone(call) { [weak self] in
+                guard let self else { return }
+                self.radio.scanForPeripherals(withServices: self.filterServices)
+                self.reply(to: call)
+                self.changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(true)])
+            }
         case "StopDiscovery":
+            guard powered else { return reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call) }
             guard discovering else { return reply(error: "org.bluez.Error.Failed", "No discovery started", to: call) }
-            discovering = false
-            radio.stopScan()
-            reply(to: call)
-            changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
-            // BlueZ forgets the last RSSI when discovery stops (it is no longer current).
-            for device in devices.values where device.rssi != nil && !device.connected {
-                device.rssi = nil
-                changed(device.path, "org.bluez.Device1", [:], invalidated: ["RSSI"])
+            guard discoveryCall == nil else {
+                return reply(error: "org.bluez.Error.InProgress", "Operation already in progress", to: call)
+            }
+            answerWhenTheControllerHasDone(call) { [weak self] in
+                guard let self else { return }
+                self.discovering = false
+                self.radio.stopScan()
+                self.reply(to: call)
+                self.changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+                self.forgetRSSI()
             }
         case "RemoveDevice":
             guard let path = call.body.first?.stringValue,
@@ -470,6 +493,26 @@ package final class FakeBlueZ {
                 to: call, [.stringArray(["UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable"])])
         default:
             reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    /// Answers a discovery call after `controllerDelay`, as BlueZ does once
+    /// the controller's (MGMT) start or stop completes; the call is pending
+    /// until then. Powering off or stopping forgets it.
+    private func answerWhenTheControllerHasDone(_ call: DBusMessage, _ done: @escaping @MainActor () -> Void) {
+        discoveryCall = call
+        _ = radio.scheduler.schedule(after: controllerDelay) { [weak self] in
+            guard let self, self.discoveryCall == call else { return }
+            self.discoveryCall = nil
+            done()
+        }
+    }
+
+    /// BlueZ forgets the last RSSI when discovery stops (it is no longer current).
+    private func forgetRSSI() {
+        for device in devices.values where device.rssi != nil && !device.connected {
+            device.rssi = nil
+            changed(device.path, "org.bluez.Device1", [:], invalidated: ["RSSI"])
         }
     }
 

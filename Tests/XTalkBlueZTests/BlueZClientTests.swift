@@ -27,6 +27,53 @@ struct BlueZClientTests {
         client.teardown()
     }
 
+    /// BlueZ answers StartDiscovery and StopDiscovery once the controller has
+    /// done it, and refuses either while the other is pending: Scan tapped
+    /// again (the client stops and starts in one turn) must start after the
+    /// stop's answer, or discovery ends for good with no error.
+    @Test("Scan tapped again while scanning: discovery is on again, and results keep coming")
+    func scanAgain() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.startScan()
+        #expect(
+            await eventually {
+                rig.fake.callCounts["StartDiscovery"] == 2 && rig.fake.isDiscovering
+                    && !rig.fake.isDiscoveryCallPending
+            })
+        #expect(client.connectionState == .scanning)
+        // Fresh advertisements again: the RSSI BlueZ forgot at the stop comes back.
+        rig.peripheral.device.rssi = -51
+        rig.peripheral.device.rssiJitter = 0
+        #expect(await eventually { client.scanResults.first?.rssi == -51 })
+        client.teardown()
+    }
+
+    @Test("Stop right after Scan: BlueZ is told to stop once it has answered the start")
+    func stopRightAfterScan() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        // A first scan, so that the client knows the adapter is on: the next
+        // start reaches BlueZ at once.
+        client.startScan()
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.stopScan()
+        #expect(await eventually { rig.fake.callCounts["StopDiscovery"] == 1 && !rig.fake.isDiscovering })
+        client.startScan()
+        client.stopScan()
+        #expect(
+            await eventually {
+                rig.fake.callCounts["StopDiscovery"] == 2 && !rig.fake.isDiscovering
+                    && !rig.fake.isDiscoveryCallPending
+            })
+        #expect(rig.fake.callCounts["StartDiscovery"] == 2)
+        client.teardown()
+    }
+
     /// A device whose advertisement carries no address (no xTalk manufacturer
     /// data): the address is the one BlueZ gives.
     @Test("without an address in the advertisement, the scan result has BlueZ's address")

@@ -11,6 +11,9 @@ import XTalkDBus
 //   restarting shows as org.bluez losing its owner (every object is gone):
 //   the seam's `.resetting`, then `.poweredOn` once it is back.
 // - Discovery: SetDiscoveryFilter (service UUIDs, LE) then StartDiscovery;
+//   BlueZ answers StartDiscovery and StopDiscovery once the controller has
+//   done it and refuses either (InProgress) while the other is pending, so
+//   they go one at a time (src/adapter.c: start_discovery, stop_discovery);
 //   devices appear as Device1 objects (InterfacesAdded from "/") and every
 //   advertisement updates RSSI (PropertiesChanged). ManufacturerData is a{qv}.
 // - Connect order: Connected=true and Connect's reply (once the ATT channel
@@ -105,7 +108,16 @@ package final class BlueZBackend: BleBackend {
     private var adapter: String?
     /// org.bluez's unique name: signals from anyone else are ignored.
     private var bluezOwner: String?
+    /// The services a scan asked for: nil while the client is not scanning.
     private var scanServices: [BleUUID]?
+    private enum Discovery { case off, starting, on, stopping }
+    /// BlueZ's discovery for this client, as its answers left it.
+    private var discovery = Discovery.off
+    /// The filter last given to BlueZ.
+    private var discoveryFilter: [BleUUID]?
+    /// Changes when BlueZ forgets this client's discovery (adapter off,
+    /// bluetoothd or the bus gone): answers of before are ignored.
+    private var discoveryEpoch: UInt64 = 0
     private var devicePaths: [UUID: String] = [:]
     private var connections: [UUID: Connection] = [:]
     private var nextGeneration: UInt64 = 0
@@ -248,6 +260,9 @@ package final class BlueZBackend: BleBackend {
             for token in deferredConnects.values { scheduler.cancel(token) }
             deferredConnects.removeAll()
             scanServices = nil
+            discovery = .off
+            discoveryFilter = nil
+            discoveryEpoch += 1
         }
         if newState == .resetting || newState == .unsupported { devicePaths.removeAll() }
         emit(.stateChanged(newState))
@@ -361,23 +376,9 @@ package final class BlueZBackend: BleBackend {
     // MARK: Discovery
 
     package func scanForPeripherals(withServices services: [BleUUID]) {
-        guard state == .poweredOn, let bus, let adapter else { return }
+        guard state == .poweredOn, bus != nil, let adapter else { return }
         scanServices = services
-        let current = session
-        var filter: [String: DBusValue] = ["Transport": .string("le"), "DuplicateData": .boolean(true)]
-        if !services.isEmpty { filter["UUIDs"] = .stringArray(services.map { $0.uuidString.lowercased() }) }
-        bus.call(
-            destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "SetDiscoveryFilter",
-            body: [.propertyMap(filter)]
-        ) { _ in }
-        bus.call(destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "StartDiscovery") {
-            [weak self] reply in
-            guard let self, self.session == current, self.scanServices != nil, case .failure(let error) = reply,
-                error.name != "org.bluez.Error.InProgress"  // already discovering (another program asked too)
-            else { return }
-            self.scanServices = nil
-            self.emit(.scanFailed(error: BlueZ.error(error, doing: "StartDiscovery")))
-        }
+        updateDiscovery()
         // What BlueZ already knows: devices connected to this computer (they
         // do not advertise), and devices with a fresh RSSI.
         let devices = tree.devices(of: adapter)
@@ -387,11 +388,81 @@ package final class BlueZBackend: BleBackend {
     }
 
     package func stopScan() {
-        guard state == .poweredOn, let bus, let adapter, scanServices != nil else { return }
+        guard state == .poweredOn, scanServices != nil else { return }
         scanServices = nil
-        bus.call(destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "StopDiscovery") {
-            _ in
+        updateDiscovery()
+    }
+
+    /// Brings BlueZ's discovery for this client to what `scanServices` asks,
+    /// one call at a time. BlueZ answers StartDiscovery and StopDiscovery once
+    /// the controller has started or stopped scanning, and refuses either
+    /// (`InProgress`) while the other is unanswered; so a scan restarted in
+    /// one turn (stop, then scan: the client's Scan tapped again) starts once
+    /// the stop is answered, and while a call is unanswered only the last
+    /// wish counts.
+    private func updateDiscovery() {
+        guard let bus, let adapter else { return }
+        let epoch = discoveryEpoch
+        switch (discovery, scanServices) {
+        case (.starting, _), (.stopping, _), (.off, nil):
+            return  // an unanswered call calls this again with its answer
+        case (.on, let services?):
+            // Already discovering: a new filter applies at once (BlueZ restarts its scan).
+            guard services != discoveryFilter else { return }
+            discoveryFilter = services
+            setDiscoveryFilter(services, bus: bus, adapter: adapter)
+        case (.off, let services?):
+            discovery = .starting
+            discoveryFilter = services
+            setDiscoveryFilter(services, bus: bus, adapter: adapter)
+            bus.call(
+                destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "StartDiscovery"
+            ) { [weak self] reply in
+                guard let self, self.discoveryEpoch == epoch else { return }
+                switch reply {
+                case .success:
+                    self.discovery = .on
+                case .failure(let error) where error.name == "org.bluez.Error.InProgress":
+                    // One call at a time from here: BlueZ already has this client discovering.
+                    self.discovery = .on
+                case .failure(let error):
+                    self.discovery = .off
+                    if self.scanServices != nil {
+                        self.scanServices = nil
+                        self.emit(.scanFailed(error: BlueZ.error(error, doing: "StartDiscovery")))
+                    }
+                }
+                self.updateDiscovery()
+            }
+        case (.on, nil):
+            discovery = .stopping
+            bus.call(
+                destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "StopDiscovery"
+            ) { [weak self] reply in
+                guard let self, self.discoveryEpoch == epoch else { return }
+                if case .failure(let error) = reply, error.name == "org.bluez.Error.InProgress" {
+                    // Not this client's call in flight (there is none): ask again shortly.
+                    self.discovery = .on
+                    _ = self.scheduler.schedule(after: Self.retryDelay * 10) { [weak self] in
+                        guard let self, self.discoveryEpoch == epoch else { return }
+                        self.updateDiscovery()
+                    }
+                    return
+                }
+                // Stopped, or BlueZ had no discovery of ours ("No discovery started").
+                self.discovery = .off
+                self.updateDiscovery()
+            }
         }
+    }
+
+    private func setDiscoveryFilter(_ services: [BleUUID], bus: DBusConnection, adapter: String) {
+        var filter: [String: DBusValue] = ["Transport": .string("le"), "DuplicateData": .boolean(true)]
+        if !services.isEmpty { filter["UUIDs"] = .stringArray(services.map { $0.uuidString.lowercased() }) }
+        bus.call(
+            destination: "org.bluez", path: adapter, interface: BlueZInterface.adapter, member: "SetDiscoveryFilter",
+            body: [.propertyMap(filter)]
+        ) { _ in }
     }
 
     /// Reports a device to a running scan when it offers a scanned service and
