@@ -12,7 +12,11 @@ import XTalkSimulator
 /// One adapter, hci0. Devices appear while discovering (`InterfacesAdded`
 /// from "/"), RSSI changes with each advertisement and goes when discovery
 /// stops; `Connect` brings the link up (`Connected` and the reply, the GATT
-/// objects, `ServicesResolved`); a link ends with `ServicesResolved=false`,
+/// objects, `ServicesResolved`); `Disconnect` drops the link 2 s later
+/// (BlueZ's DISCONNECT_TIMER: Connect meanwhile answers at once, StartNotify
+/// is refused) and is answered then; `StartDiscovery` and `StopDiscovery` are
+/// answered once the controller has done it, and refuse each other while
+/// pending; a link ends with `ServicesResolved=false`,
 /// `Disconnected(reason, message)`, `Connected=false`, and the GATT objects
 /// stay (BlueZ's default `Cache = always`), answering "Not connected". Errors
 /// are `org.bluez.Error.*`.
@@ -45,6 +49,12 @@ package final class FakeBlueZ {
     /// How long the controller takes to start or stop scanning: BlueZ answers
     /// StartDiscovery and StopDiscovery after it.
     package var controllerDelay: Duration = .milliseconds(10)
+    /// How long BlueZ keeps a link after Disconnect before dropping it
+    /// (src/device.c: DISCONNECT_TIMER, 2 s); the call is answered then.
+    package var disconnectDelay: Duration = .seconds(2)
+    /// How long the controller takes to end a link it was told to end (the
+    /// device acknowledges within a few connection intervals).
+    package var terminationDelay: Duration = .milliseconds(50)
     /// Whether this client's discovery is on, as BlueZ has it (for tests).
     package var isDiscovering: Bool { discovering }
     /// Whether a StartDiscovery or StopDiscovery is still unanswered (for tests).
@@ -385,6 +395,11 @@ package final class FakeBlueZ {
             device.connectCall = nil
             reply(error: "org.bluez.Error.Failed", "le-connection-abort-by-local", to: call)
         }
+        // Disconnect is answered once the link is gone, after Connected=false.
+        if let timer = device.disconnectTimer { radio.scheduler.cancel(timer) }
+        device.disconnectTimer = nil
+        for call in device.disconnectCalls { reply(to: call) }
+        device.disconnectCalls = []
         device.reset()
     }
 
@@ -527,7 +542,37 @@ package final class FakeBlueZ {
             device.connectCall = call
             radio.connect(device.id)
         case "Disconnect":
-            if device.connected || device.connectCall != nil {
+            if device.connected {
+                // BlueZ (src/device.c, device_request_disconnect): a pending
+                // Connect fails; the link is dropped DISCONNECT_TIMER later, for
+                // profiles to let go, and Disconnect is answered once it is
+                // gone. Meanwhile the device stays Connected: Connect answers at
+                // once, StartNotify is refused.
+                if let connect = device.connectCall {
+                    device.connectCall = nil
+                    reply(error: "org.bluez.Error.Failed", "br-connection-canceled", to: connect)
+                }
+                device.disconnectCalls.append(call)
+                if device.disconnectTimer == nil {
+                    device.disconnectTimer = radio.scheduler.schedule(after: disconnectDelay) {
+                        [weak self, weak device] in
+                        guard let self, let device, device.connected else { return }
+                        device.disconnectTimer = nil
+                        self.radio.cancelPeripheralConnection(device.id)
+                        // bluetoothd learns the link is gone at the controller's
+                        // Disconnection Complete, once the device acknowledged.
+                        _ = self.radio.scheduler.schedule(after: self.terminationDelay) {
+                            [weak self, weak device] in
+                            guard let self, let device, device.connected else { return }
+                            self.linkEnded(
+                                device, reason: "org.bluez.Reason.Local",
+                                message: "Connection terminated by local host")
+                        }
+                    }
+                }
+                return
+            }
+            if device.connectCall != nil {
                 radio.cancelPeripheralConnection(device.id)
                 linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
             }
@@ -588,6 +633,9 @@ package final class FakeBlueZ {
         case "StartNotify":
             guard flags.contains(.notify) || flags.contains(.indicate) else {
                 return reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
+            }
+            guard device.disconnectTimer == nil else {
+                return reply(error: "org.bluez.Error.NotConnected", "Not Connected", to: call)
             }
             if characteristic.notifying { return reply(to: call) }
             characteristic.notifyCalls.append(call)
@@ -867,6 +915,9 @@ final class FakeDevice {
     var connected = false
     var resolved = false
     var connectCall: DBusMessage?
+    /// Disconnect calls answered once the link is gone, and the timer that drops it.
+    var disconnectCalls: [DBusMessage] = []
+    var disconnectTimer: TimerToken?
     var servicesToDiscover: [BleUUID] = []
     var discovered: [(service: BleUUID, characteristics: [BleCharacteristicInfo])] = []
     var services: [FakeService] = []

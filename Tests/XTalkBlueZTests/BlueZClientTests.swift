@@ -74,6 +74,27 @@ struct BlueZClientTests {
         client.teardown()
     }
 
+    /// BlueZ keeps a link for 2 s after Disconnect and answers Connect at
+    /// once while it stands: a connect right after a disconnect must wait
+    /// for the old link to go, or it is "connected" on a link about to drop.
+    @Test("Disconnect, then connect at once: the new link comes up after BlueZ has dropped the old one")
+    func reconnectAtOnce() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let client = rig.client()
+        let result = try await client.connectFirstDevice(rig: rig)
+        var states: [XTalkConnectionState] = []
+        client.onEvent = { event in if case .connectionStateChanged(let state) = event { states.append(state) } }
+        client.disconnect()
+        client.connect(id: result.id)
+        #expect(rig.fake.callCounts["Connect"] == 1)
+        #expect(await eventually { client.atReady })
+        #expect(try await client.runAtCommand("AT+PING=again") == ["+PING:again", "OK"])
+        #expect(states == [.disconnected, .connecting, .connected])
+        #expect(rig.fake.callCounts["Connect"] == 2)
+        client.teardown()
+    }
+
     /// A device whose advertisement carries no address (no xTalk manufacturer
     /// data): the address is the one BlueZ gives.
     @Test("without an address in the advertisement, the scan result has BlueZ's address")

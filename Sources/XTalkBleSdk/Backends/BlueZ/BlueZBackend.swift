@@ -67,8 +67,6 @@ package final class BlueZBackend: BleBackend {
     static let retryDelay: Duration = .milliseconds(20)
     /// How many times an `InProgress` read or write is retried.
     static let maximumRetries = 50
-    /// How long a connect waits for the previous connection's Disconnect to be answered.
-    static let disconnectWait: Duration = .seconds(2)
     /// How long before the bus is opened again after it closed.
     static let reopenDelay: Duration = .seconds(1)
     /// How often a missing system bus is looked for again.
@@ -125,10 +123,13 @@ package final class BlueZBackend: BleBackend {
     private var subscriptions: [String: (peripheral: UUID, generation: UInt64, reference: BleCharacteristicRef)] = [:]
     /// The reason of each device's last Disconnected signal, until its Connected=false.
     private var disconnectReasons: [String: (reason: String, message: String)] = [:]
-    /// Devices whose Disconnect (from a cancel) is not answered yet.
+    /// Devices whose Disconnect (from a cancel) is not answered yet: BlueZ
+    /// keeps such a link for DISCONNECT_TIMER (2 s, for profiles to let go)
+    /// and answers once it is gone, Connected=false first (src/device.c).
     private var disconnecting: Set<String> = []
-    /// Connects waiting for such a Disconnect.
-    private var deferredConnects: [UUID: TimerToken] = [:]
+    /// Connects waiting for such a link to be gone: BlueZ would answer their
+    /// Connect at once, on the link about to drop.
+    private var deferredConnects: Set<UUID> = []
     /// Counts states reported, so that a late reply of an earlier bus session is ignored.
     private var session: UInt64 = 0
 
@@ -257,7 +258,6 @@ package final class BlueZBackend: BleBackend {
             subscriptions.removeAll()
             disconnectReasons.removeAll()
             disconnecting.removeAll()
-            for token in deferredConnects.values { scheduler.cancel(token) }
             deferredConnects.removeAll()
             scanServices = nil
             discovery = .off
@@ -341,6 +341,10 @@ package final class BlueZBackend: BleBackend {
         case BlueZInterface.adapter where path == adapter:
             if changed["Powered"] != nil { adapterChanged() }
         case BlueZInterface.device:
+            if changed["Connected"]?.boolValue == false, disconnecting.contains(path) {
+                disconnected(path)
+                return
+            }
             if let id = connectionID(path: path) {
                 if changed["Connected"]?.boolValue == true { connections[id]?.linkUp = true }
                 if changed["Connected"]?.boolValue == false, connections[id]?.linkUp == true {
@@ -478,7 +482,7 @@ package final class BlueZBackend: BleBackend {
         let rssi: Int
         if let heard = properties["RSSI"]?.integerValue {
             rssi = Int(heard)
-        } else if properties["Connected"]?.boolValue == true {
+        } else if properties["Connected"]?.boolValue == true, !disconnecting.contains(path) {
             rssi = 127
         } else {
             return
@@ -509,11 +513,11 @@ package final class BlueZBackend: BleBackend {
         connections[peripheral] = Connection(generation: generation, path: path)
         disconnectReasons[path] = nil
         if disconnecting.contains(path) {
-            // The previous connection's Disconnect is not answered yet: its
-            // Connected=false must not be taken for this connection's. Connect once it is.
-            deferredConnects[peripheral] = scheduler.schedule(after: Self.disconnectWait) { [weak self] in
-                self?.disconnectAnswered(path)
-            }
+            // The previous connection's link is still up (BlueZ drops it up to
+            // 2 s after Disconnect): Connect would be answered on it at once,
+            // and its Connected=false taken for this connection's. Connect
+            // once it is gone; the client's connect timeout bounds the wait.
+            deferredConnects.insert(peripheral)
             return
         }
         callConnect(peripheral, generation: generation, path: path)
@@ -589,8 +593,7 @@ package final class BlueZBackend: BleBackend {
     }
 
     package func cancelPeripheralConnection(_ peripheral: UUID) {
-        if let token = deferredConnects.removeValue(forKey: peripheral) {
-            scheduler.cancel(token)
+        if deferredConnects.remove(peripheral) != nil {
             connections[peripheral] = nil
             return  // the connect never reached BlueZ
         }
@@ -603,18 +606,18 @@ package final class BlueZBackend: BleBackend {
         bus.call(destination: "org.bluez", path: path, interface: BlueZInterface.device, member: "Disconnect") {
             [weak self] _ in
             guard let self, self.session == current else { return }
-            self.disconnectAnswered(path)
+            self.disconnected(path)
         }
     }
 
-    /// The Disconnect of a cancelled connection was answered (or waited for
-    /// long enough): a connect deferred behind it goes ahead.
-    private func disconnectAnswered(_ path: String) {
-        disconnecting.remove(path)
+    /// The link of a cancelled connection is gone (Connected=false, or its
+    /// Disconnect answered, whichever comes first): a connect deferred behind
+    /// it goes ahead.
+    private func disconnected(_ path: String) {
+        guard disconnecting.remove(path) != nil else { return }
         disconnectReasons[path] = nil
-        for (peripheral, token) in deferredConnects where connections[peripheral]?.path == path {
-            scheduler.cancel(token)
-            deferredConnects[peripheral] = nil
+        for peripheral in deferredConnects where connections[peripheral]?.path == path {
+            deferredConnects.remove(peripheral)
             if let generation = connections[peripheral]?.generation {
                 callConnect(peripheral, generation: generation, path: path)
             }
