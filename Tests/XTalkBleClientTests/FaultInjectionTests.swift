@@ -7,13 +7,15 @@ import XTalkSimulator
 @MainActor
 struct FaultInjectionTests {
     enum Fault: String, CaseIterable, Sendable {
-        case userDisconnect, linkLoss, powerOff, teardown
+        /// `radioUnknown`: the manager's state turns `.unknown` (the platform
+        /// drops every link and scan with it, as for any state but `.poweredOn`).
+        case userDisconnect, linkLoss, powerOff, radioUnknown, teardown
 
         /// What pending work fails with.
         var error: XTalkBleError {
             switch self {
             case .userDisconnect, .teardown: .cancelled
-            case .linkLoss, .powerOff: .notConnected
+            case .linkLoss, .powerOff, .radioUnknown: .notConnected
             }
         }
     }
@@ -118,6 +120,7 @@ struct FaultInjectionTests {
         case .userDisconnect: client.disconnect()
         case .linkLoss: if harness.peripheral.isConnected { harness.peripheral.disconnect() }
         case .powerOff: harness.environment.setBluetoothState(.poweredOff)
+        case .radioUnknown: harness.environment.authorization = .notDetermined
         case .teardown: client.teardown()
         }
         // A lost link is noticed after the supervision timeout.
@@ -145,6 +148,14 @@ struct FaultInjectionTests {
                         ? .failed(.connectionFailed("the link was lost while connecting")) : .disconnected))
         case .powerOff:
             #expect(client.connectionState == .failed(.bluetoothUnavailable))
+        case .radioUnknown:
+            // A scan waits for the radio; a link ends as a lost one.
+            switch phase {
+            case .scanning: #expect(client.connectionState == .scanning)
+            case .connecting, .discovering:
+                #expect(client.connectionState == .failed(.connectionFailed("the link was lost while connecting")))
+            default: #expect(client.connectionState == .disconnected)
+            }
         case .teardown:
             #expect(client.connectionState == .idle)
             await harness.advance(.seconds(3))
@@ -156,6 +167,10 @@ struct FaultInjectionTests {
         // Recover: nothing of the old connection reaches the new one.
         if fault == .powerOff {
             harness.environment.setBluetoothState(.poweredOn)
+            await harness.advance(.milliseconds(10))
+        }
+        if fault == .radioUnknown {
+            harness.environment.authorization = .allowedAlways
             await harness.advance(.milliseconds(10))
         }
         // Reconnect at once: answers the device still owes the old connection may arrive on the new

@@ -223,8 +223,12 @@ final class PassthroughDriver {
         let since = blockedSince ?? scheduler.elapsed
         blockedSince = since
         guard readyPoll == nil, !faults.waitsForReadyCallback else { return }
+        // Up to the bound, poll so as to be there when it passes; past it (the
+        // flag said no, and the backend still takes nothing, e.g. a length of
+        // 0 for a link it no longer has), every interval: never a zero-delay loop.
         let untilBound = since + writeReadyTimeout - scheduler.elapsed
-        readyPoll = scheduler.schedule(after: max(.zero, min(Self.readyPollInterval, untilBound))) {
+        let delay = untilBound > .zero ? min(Self.readyPollInterval, untilBound) : Self.readyPollInterval
+        readyPoll = scheduler.schedule(after: delay) {
             [weak self] in
             guard let self, self.isOpen else { return }
             self.readyPoll = nil

@@ -484,7 +484,12 @@ struct ConnectionStateMachine {
     }
 
     private mutating func radioChanged(_ newState: BleManagerState) -> [Action] {
+        let previous = radio
         radio = newState
+        // Backends end every connection and scan when the radio leaves
+        // `.poweredOn`, for `.unknown` too (the seam's rule): the machine must
+        // not keep a link, or a started scan, that the platform dropped.
+        let droppedWithoutError = newState == .unknown && previous == .poweredOn
         var actions: [Action] = []
         switch state {
         case .scanning(started: false):
@@ -500,12 +505,22 @@ struct ConnectionStateMachine {
                 // The platform stopped the scan itself.
                 state = .idle
                 publish(.failed(error))
+            } else if droppedWithoutError {
+                // The platform stopped the scan; it starts again once the radio is back on.
+                state = .scanning(started: false)
             }
         case .link(let link):
             if let error = Self.unavailability(newState) {
                 // Every connection is gone with the radio, without a disconnect callback.
                 endLink(error: .notConnected, into: &actions, linkGone: true)
                 publish(.failed(error))
+            } else if droppedWithoutError {
+                // Gone with the radio too, without a disconnect callback: as a
+                // lost link (no unavailability for the app to act on).
+                endLink(error: .notConnected, into: &actions, linkGone: true)
+                publish(
+                    link.phase == .ready
+                        ? .disconnected : .failed(.connectionFailed("the link was lost while connecting")))
             } else if newState == .poweredOn, link.restored, link.phase == .connecting {
                 actions += connected(link.peripheral)  // a restored connection: set it up now
             }
