@@ -42,11 +42,17 @@
         package var cancelConfirmationDelay: Duration = .zero
         private let scheduler: any TimerScheduling
         private var pendingConfirmations: [UUID: TimerToken] = [:]
+        /// Cancels not confirmed yet, per peripheral.
+        private var unconfirmedCancels: [UUID: Int] = [:]
+        /// Connects made while a cancel was unconfirmed: they start after it.
+        private var connectsAfterConfirmation: Set<UUID> = []
 
         /// Cancels the confirmations still to come (environment shutdown).
         package func shutDown() {
             for token in pendingConfirmations.values { scheduler.cancel(token) }
             pendingConfirmations.removeAll()
+            connectsAfterConfirmation.removeAll()
+            unconfirmedCancels.removeAll()
         }
 
         /// `CBManager.authorization` follows the environment's (app-wide, as on iOS).
@@ -371,11 +377,20 @@
         }
 
         package func connect(_ manager: CBCentralManager, _ peripheral: CBPeripheral) {
+            // CoreBluetooth works through one peripheral's requests in order: a
+            // connect made while a cancel is still unconfirmed starts after its
+            // confirmation (didDisconnectPeripheral) has been delivered.
+            if unconfirmedCancels[peripheral.identifier, default: 0] > 0 {
+                connectsAfterConfirmation.insert(peripheral.identifier)
+                return
+            }
             central.connect(peripheral.identifier)
         }
 
         package func cancelConnection(_ manager: CBCentralManager, _ peripheral: CBPeripheral) {
             guard peripheral.state != .disconnected else { return }
+            // A connect still queued behind an earlier cancel never starts.
+            connectsAfterConfirmation.remove(peripheral.identifier)
             central.cancelPeripheralConnection(peripheral.identifier)
             // CoreBluetooth confirms a cancelled connection (or attempt) with didDisconnectPeripheral.
             guard cancelConfirmationDelay > .zero else {
@@ -385,9 +400,17 @@
             peripheral.standInSetState(.disconnecting)
             let box = Box(peripheral)
             let key = UUID()
+            unconfirmedCancels[peripheral.identifier, default: 0] += 1
             pendingConfirmations[key] = scheduler.schedule(after: cancelConfirmationDelay) { [weak self] in
-                self?.pendingConfirmations[key] = nil
-                self?.disconnected(box.value, error: nil)
+                guard let self else { return }
+                self.pendingConfirmations[key] = nil
+                let id = box.value.identifier
+                self.unconfirmedCancels[id] =
+                    self.unconfirmedCancels[id, default: 1] > 1 ? self.unconfirmedCancels[id]! - 1 : nil
+                self.disconnected(box.value, error: nil)
+                if self.connectsAfterConfirmation.remove(box.value.identifier) != nil {
+                    self.central.connect(box.value.identifier)
+                }
             }
         }
 

@@ -255,16 +255,24 @@
             await probe.finish()
         }
 
-        @Test("a late didDisconnect of a cancelled connection does not end the next one")
-        func lateDisconnectOfCancelledConnection() async throws {
+        /// 50 ms: the reconnect waits for the confirmation. 1,500 ms: longer
+        /// than the backend waits (`confirmationWait`), so the reconnect goes
+        /// first, and the confirmation, when it comes, must not end it.
+        @Test(
+            "a late didDisconnect of a cancelled connection does not end the next one",
+            arguments: [50, 1_500])
+        func lateDisconnectOfCancelledConnection(delayMs: Int) async throws {
             let probe = CoreBluetoothProbe()
             await probe.connect()
             let id = try #require(probe.client.connectedPeripheralId)
             // CoreBluetooth confirms the cancel only after the app already reconnects.
-            probe.radio?.cancelConfirmationDelay = .milliseconds(50)
+            probe.radio?.cancelConfirmationDelay = .milliseconds(delayMs)
             probe.client.disconnect()
             probe.client.connect(id: id)
             for _ in 0..<400 where !probe.client.atReady { await probe.advance(.milliseconds(5)) }
+            #expect(probe.client.atReady)
+            // Past the confirmation: the new link is still the client's.
+            await probe.advance(.milliseconds(delayMs) + .milliseconds(100))
             #expect(probe.client.atReady)
             #expect(probe.client.connectionState == .connected)
             #expect(try await probe.clock.run { try await probe.client.runAtCommand("AT") } == ["OK"])

@@ -44,6 +44,12 @@ package final class CoreBluetoothBackend: BleBackend {
     private var peripherals: [UUID: CBPeripheral] = [:]
     /// Cancelled connections whose didDisconnectPeripheral is still to come (and to swallow).
     private var awaitingDisconnect: Set<UUID> = []
+    /// Confirmations still owed for cancelled connections that a reconnect
+    /// stopped waiting for (`confirmationWait`). CoreBluetooth's callback
+    /// cannot say which connection it ends, but a cancel's confirmation comes
+    /// without an error, and a link's own end always with one: the next
+    /// error-free didDisconnectPeripheral is that confirmation, not the new link's end.
+    private var owedConfirmations: [UUID: Int] = [:]
     /// The services each connection asked to discover (nil: all): only their
     /// invalidation ends the link.
     private var discoveredServices: [UUID: Set<BleUUID>?] = [:]
@@ -131,7 +137,7 @@ package final class CoreBluetoothBackend: BleBackend {
             // The previous connection's end is not confirmed yet: its callback
             // must not be taken for this connection's. Connect once it is.
             deferredConnects[peripheral] = scheduler.schedule(after: Self.confirmationWait) { [weak self] in
-                self?.confirmEnded(peripheral)
+                self?.confirmEnded(peripheral, waitedTooLong: true)
             }
             return
         }
@@ -231,6 +237,7 @@ package final class CoreBluetoothBackend: BleBackend {
                 for token in failingConnects.values { scheduler.cancel(token) }
                 failingConnects.removeAll()
                 awaitingDisconnect.removeAll()
+                owedConfirmations.removeAll()
                 delegate.endAllConnections()
                 switch newState {
                 case .poweredOff, .poweredOn:
@@ -263,6 +270,10 @@ package final class CoreBluetoothBackend: BleBackend {
                 confirmEnded(peripheral)  // the end of a cancelled connection: swallowed
                 return
             }
+            if !failedToConnect, error == nil, let owed = owedConfirmations[peripheral] {
+                owedConfirmations[peripheral] = owed > 1 ? owed - 1 : nil
+                return  // a cancelled connection's late confirmation: not the new link's end
+            }
             guard delegate.isCurrent(peripheral, generation) else { return }
             delegate.endConnection(peripheral)
             emit(
@@ -290,10 +301,12 @@ package final class CoreBluetoothBackend: BleBackend {
         }
     }
 
-    /// The previous connection's end is confirmed (or waited for long enough):
-    /// a deferred connect goes ahead.
-    private func confirmEnded(_ peripheral: UUID) {
-        awaitingDisconnect.remove(peripheral)
+    /// The previous connection's end is confirmed (or waited for long enough,
+    /// `waitedTooLong`: the confirmation is then owed): a deferred connect goes ahead.
+    private func confirmEnded(_ peripheral: UUID, waitedTooLong: Bool = false) {
+        if awaitingDisconnect.remove(peripheral) != nil, waitedTooLong {
+            owedConfirmations[peripheral, default: 0] += 1
+        }
         guard let token = deferredConnects.removeValue(forKey: peripheral) else { return }
         scheduler.cancel(token)
         connect(peripheral)
