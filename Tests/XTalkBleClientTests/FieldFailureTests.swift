@@ -309,6 +309,33 @@ struct FieldFailureTests {
         await harness.finish()
     }
 
+    /// The system hands back a connection still being made (a connect never
+    /// times out in CoreBluetooth), before it reports the radio's state: the
+    /// client does not adopt it, so it must cancel it once the radio is on,
+    /// or the link comes up later behind the app's back, half-open, and the
+    /// device (connected, no longer advertising) can no longer be found.
+    @Test("8. a restored connection still being made is cancelled, never left to come up half-open")
+    func restoredPendingConnectCancelled() async throws {
+        var device = ClientHarness.fastDevice()
+        device.link.connectDelay = .seconds(3)
+        let options = XTalkBleClientOptions(restoreIdentifier: "com.example.radio")
+        let harness = ClientHarness(devices: [device], options: options)
+        await harness.scan()
+        harness.client.connect(id: try #require(harness.client.scanResults.first?.id))
+        await harness.advance(.milliseconds(100))
+        #expect(harness.client.connectionState == .connecting)
+        harness.environment.terminateApp(harness.client)
+        let relaunched = Self.relaunch(harness, options: options)
+        await harness.advance(.seconds(4))
+        #expect(relaunched.connectionState == .idle && !relaunched.atReady)
+        #expect(!harness.peripheral.isConnected, "the pending connect was cancelled: never half-open")
+        relaunched.startScan()
+        await harness.advance(.seconds(2))
+        #expect(!relaunched.scanResults.isEmpty, "the device can be found again")
+        relaunched.teardown()
+        await harness.finish()
+    }
+
     @Test("8. a restored connection that cannot be set up ends cleanly within the connect timeout")
     func restoredThenFails() async throws {
         let options = XTalkBleClientOptions(connectTimeout: .seconds(2), restoreIdentifier: "com.example.radio")

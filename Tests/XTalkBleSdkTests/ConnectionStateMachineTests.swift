@@ -249,12 +249,14 @@ struct ConnectionStateMachineTests {
             BleRestoredPeripheral(id: device, name: "xTalk-0001", isConnected: true),
             BleRestoredPeripheral(id: other, name: nil, isConnected: false),
         ])
-        #expect(actions.contains(.backend(.cancelConnection(other))))
+        // A backend ignores commands before the radio is on: the cancel waits for it.
+        #expect(!actions.contains(.backend(.cancelConnection(other))), "radio unknown: owed")
         #expect(!actions.contains { if case .backend(.discoverServices) = $0 { true } else { false } }, "radio unknown")
         #expect(actions.contains { if case .startTimer = $0 { true } else { false } }, "bounded by the connect timeout")
         #expect(machine.published.connectionState == .connecting)
         #expect(machine.published.connectedPeripheralId == device && machine.published.connectedName == "xTalk-0001")
         let on = machine.radioStateChanged(.poweredOn)
+        #expect(on.contains(.backend(.cancelConnection(other))), "the owed cancel, once the radio is on")
         #expect(on.contains { if case .backend(.discoverServices(device, _)) = $0 { true } else { false } })
         #expect(machine.published.connectionState == .connected)
         // A client that is already busy adopts nothing.
@@ -263,6 +265,11 @@ struct ConnectionStateMachineTests {
             busy.restored([BleRestoredPeripheral(id: other, name: nil, isConnected: true)])
                 == [.backend(.cancelConnection(other))])
         #expect(busy.published.connectionState == .scanning)
+        // The radio off before it was on: the platform dropped every connection, nothing is owed.
+        var off = ConnectionStateMachine(connectTimeout: .seconds(10))
+        _ = off.restored([BleRestoredPeripheral(id: other, name: nil, isConnected: false)])
+        _ = off.radioStateChanged(.poweredOff)
+        #expect(!off.radioStateChanged(.poweredOn).contains(.backend(.cancelConnection(other))))
     }
 
     @Test(

@@ -95,6 +95,10 @@ struct ConnectionStateMachine {
     /// last took them, in order (see `takeStateChanges()`).
     private var stateChanges: [XTalkConnectionState] = []
     private(set) var radio: BleManagerState = .unknown
+    /// Connections to cancel once the radio is on: asked for while its state
+    /// was still unknown (state restoration hands connections back before
+    /// the first state), when a backend ignores every command.
+    private var cancelsOwed: [UUID] = []
     private let connectTimeout: Duration
     /// The device's GATT layout: everything the machine asks of the stack comes from it.
     let profile: GattProfile
@@ -253,9 +257,19 @@ struct ConnectionStateMachine {
             if radio == .poweredOn { actions += connected(first.id) }
         }
         for peripheral in peripherals where peripheral.id != adopted {
-            actions.append(.backend(.cancelConnection(peripheral.id)))
+            cancelConnection(peripheral.id, into: &actions)
         }
         return actions
+    }
+
+    /// Cancels a connection now, or once the radio is on when its state is
+    /// still unknown (a backend ignores commands until then).
+    private mutating func cancelConnection(_ id: UUID, into actions: inout [Action]) {
+        if radio == .unknown {
+            if !cancelsOwed.contains(id) { cancelsOwed.append(id) }
+        } else {
+            actions.append(.backend(.cancelConnection(id)))
+        }
     }
 
     /// Ends the link or the attempt; pending work fails with `.cancelled`.
@@ -491,6 +505,12 @@ struct ConnectionStateMachine {
         // not keep a link, or a started scan, that the platform dropped.
         let droppedWithoutError = newState == .unknown && previous == .poweredOn
         var actions: [Action] = []
+        if newState == .poweredOn {
+            actions += cancelsOwed.map { .backend(.cancelConnection($0)) }
+            cancelsOwed = []
+        } else if newState != .unknown {
+            cancelsOwed = []  // the platform dropped every connection with the radio
+        }
         switch state {
         case .scanning(started: false):
             if newState == .poweredOn {
@@ -566,7 +586,7 @@ struct ConnectionStateMachine {
     ) {
         guard case .link(let link) = state else { return }
         if let timer = link.timer, !timerFired { actions.append(.cancelTimer(timer)) }
-        if !linkGone { actions.append(.backend(.cancelConnection(link.peripheral))) }
+        if !linkGone { cancelConnection(link.peripheral, into: &actions) }
         actions.append(.closePassthrough(error: error))
         state = .idle
         published.connectedName = nil
