@@ -55,6 +55,10 @@ package final class FakeBlueZ {
     /// How long the controller takes to end a link it was told to end (the
     /// device acknowledges within a few connection intervals).
     package var terminationDelay: Duration = .milliseconds(50)
+    /// Whether BlueZ has the device at `address` connected (its Connected property; for tests).
+    package func isConnected(address: String) -> Bool {
+        devices.values.first { $0.address == address.uppercased() }?.connected == true
+    }
     /// Whether this client's discovery is on, as BlueZ has it (for tests).
     package var isDiscovering: Bool { discovering }
     /// Whether a StartDiscovery or StopDiscovery is still unanswered (for tests).
@@ -813,7 +817,10 @@ package final class FakeBlueZ {
             for service in device.services {
                 objects[service.path] = ["org.bluez.GattService1": service.properties]
                 for characteristic in service.characteristics {
-                    objects[characteristic.path] = ["org.bluez.GattCharacteristic1": characteristic.properties]
+                    var properties = characteristic.properties
+                    // BlueZ: MTU exists only while connected (gatt-client.c, characteristic_mtu_exists).
+                    if !device.connected { properties["MTU"] = nil }
+                    objects[characteristic.path] = ["org.bluez.GattCharacteristic1": properties]
                     // Descriptors are objects like the rest (GetManagedObjects, Get, GetAll, Introspect).
                     if let descriptor = characteristic.descriptorPath {
                         objects[descriptor] = ["org.bluez.GattDescriptor1": characteristic.descriptorProperties]

@@ -45,6 +45,33 @@ struct BlueZWriteSocketTests {
         client.teardown()
     }
 
+    /// A client that starts while the device is disconnected, after an
+    /// earlier link: BlueZ's cached GATT objects carry no MTU then (it exists
+    /// only while connected, and its change is signalled only on the link
+    /// that made the objects). The writes must still use the link's MTU.
+    @Test("a client started after an earlier link writes at the link's MTU, not 20 bytes at a time")
+    func mtuOfALaterLink() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        first.disconnect()
+        #expect(await eventually { !rig.fake.isConnected(address: "C0:FF:EE:00:00:01") })
+        first.teardown()
+
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=mtu") == ["+PING:mtu", "OK"])
+        let before = rig.fake.socketPacketCount
+        let payload = Data((0..<240).map { UInt8($0) })
+        try await client.sendRfPayload(payload)
+        #expect(rig.peripheral.transmittedFrames.last == payload)
+        // "AT+SEND=" and 480 hex digits: 2 packets at MTU 247, 25 at MTU 23.
+        let packets = rig.fake.socketPacketCount - before
+        #expect((1...3).contains(packets), "\(packets) packets")
+        client.teardown()
+    }
+
     /// At MTU 23 a 240-byte RF send is some 25 packets; a socket with the
     /// smallest send buffer holds a few (and the fake stops reading while the
     /// radio is behind): writes wait for room, then every byte arrives, in order.

@@ -574,7 +574,26 @@ package final class BlueZBackend: BleBackend {
         }
         connections[peripheral]?.paths = paths
         connections[peripheral]?.mtu = mtu
+        readMTU(peripheral, connection.generation, path: paths.values.min())
         emit(.connected(peripheral: peripheral))
+    }
+
+    /// Asks BlueZ for this link's ATT MTU. The objects' MTU may be missing or
+    /// another link's: BlueZ keeps GATT objects across links, gives MTU only
+    /// while connected, and signals its change only on the link that made
+    /// the objects (gatt-client.c), so objects loaded while disconnected
+    /// carry none; the default of 23 would cut every write to 20 bytes.
+    private func readMTU(_ peripheral: UUID, _ generation: UInt64, path: String?) {
+        guard let path else { return }
+        bus?.call(
+            destination: "org.bluez", path: path, interface: BlueZInterface.properties, member: "Get",
+            body: [.string(BlueZInterface.characteristic), .string("MTU")]
+        ) { [weak self] reply in
+            guard let self, self.connections[peripheral]?.generation == generation,
+                case .success(let message) = reply, let mtu = message.body.first?.integerValue, mtu >= 23
+            else { return }  // BlueZ before 5.62 has no MTU property: the default stays
+            self.connections[peripheral]?.mtu = Int(mtu)
+        }
     }
 
     private func linkLost(_ peripheral: UUID, path: String) {
@@ -793,6 +812,10 @@ package final class BlueZBackend: BleBackend {
             if case .success(let message) = reply, case .unixFD(let index)? = message.body.first,
                 Int(index) < message.fileDescriptors.count
             {
+                // AcquireWrite answers with the link's MTU too.
+                if message.body.count > 1, let mtu = message.body[1].integerValue, mtu >= 23 {
+                    self.connections[peripheral]?.mtu = Int(mtu)
+                }
                 state = .acquired(
                     BlueZWriteSocket(
                         descriptor: message.fileDescriptors[Int(index)],
