@@ -352,63 +352,32 @@ struct FieldFailureTests {
         await harness.finish()
     }
 
-    /// A backend that, once starved, says there is no room and takes nothing
-    /// (a write length of 0): what a platform says of a link it no longer has
+    /// Once starved, the backend says there is no room and takes nothing (a
+    /// write length of 0): what a platform says of a link it no longer has
     /// before the client heard. Counts the pump's polls; a pump that polls
     /// more than 100 times at one instant is spinning, and is let through so
     /// that the test ends and fails instead of hanging.
-    final class StarvedBackend: BleBackend {
-        let inner: any BleBackend
-        var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
+    @MainActor
+    final class Starvation {
         var starved = false
         private(set) var polls = 0
         private(set) var mostPollsAtOneInstant = 0
         private var instant: Duration = .zero
         private var pollsAtInstant = 0
 
-        init(_ inner: any BleBackend) {
-            self.inner = inner
-            inner.eventHandler = { [unowned self] event in eventHandler?(event) }
-        }
-
-        var scheduler: any TimerScheduling { inner.scheduler }
-        var state: BleManagerState { inner.state }
-        func activate(showPowerAlert: Bool, restoreIdentifier: String?) {
-            inner.activate(showPowerAlert: showPowerAlert, restoreIdentifier: restoreIdentifier)
-        }
-        func scanForPeripherals(withServices services: [BleUUID]) { inner.scanForPeripherals(withServices: services) }
-        func stopScan() { inner.stopScan() }
-        func connect(_ peripheral: UUID) { inner.connect(peripheral) }
-        func cancelPeripheralConnection(_ peripheral: UUID) { inner.cancelPeripheralConnection(peripheral) }
-        func discoverServices(_ services: [BleUUID]?, for peripheral: UUID) {
-            inner.discoverServices(services, for: peripheral)
-        }
-        func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {
-            inner.discoverCharacteristics(characteristics, for: service, of: peripheral)
-        }
-        func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {
-            inner.setNotifyValue(enabled, for: characteristic, of: peripheral)
-        }
-        func readValue(for characteristic: BleCharacteristicRef, of peripheral: UUID) {
-            inner.readValue(for: characteristic, of: peripheral)
-        }
-        func writeValue(_ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType)
-        {
-            inner.writeValue(data, for: characteristic, of: peripheral, type: type)
-        }
-        func canSendWriteWithoutResponse(_ peripheral: UUID) -> Bool {
-            starved ? false : inner.canSendWriteWithoutResponse(peripheral)
-        }
-        func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int {
-            guard starved else { return inner.maximumWriteValueLength(for: type, of: peripheral) }
-            polls += 1
-            if scheduler.elapsed != instant {
-                instant = scheduler.elapsed
-                pollsAtInstant = 0
+        func install(on backend: InterceptingBackend) {
+            backend.canSendOverride = { [unowned self] _ in starved ? false : nil }
+            backend.maximumWriteLengthOverride = { [unowned self, unowned backend] _, _ in
+                guard starved else { return nil }
+                polls += 1
+                if backend.scheduler.elapsed != instant {
+                    instant = backend.scheduler.elapsed
+                    pollsAtInstant = 0
+                }
+                pollsAtInstant += 1
+                mostPollsAtOneInstant = max(mostPollsAtOneInstant, pollsAtInstant)
+                return pollsAtInstant > 100 ? nil : 0
             }
-            pollsAtInstant += 1
-            mostPollsAtOneInstant = max(mostPollsAtOneInstant, pollsAtInstant)
-            return pollsAtInstant > 100 ? inner.maximumWriteValueLength(for: type, of: peripheral) : 0
         }
     }
 
@@ -416,7 +385,9 @@ struct FieldFailureTests {
     func starvedPumpPolls() async throws {
         let clock = XTalkVirtualClock()
         let environment = XTalkSimulatedEnvironment(devices: [Self.narrowDevice()], clock: clock, seed: 5)
-        let backend = StarvedBackend(environment.backend)
+        let backend = InterceptingBackend(environment.backend)
+        let starvation = Starvation()
+        starvation.install(on: backend)
         let client = XTalkBleClient(
             backend: backend, options: XTalkBleClientOptions(writeReadyTimeout: .milliseconds(200)),
             keepingAlive: environment)
@@ -425,7 +396,7 @@ struct FieldFailureTests {
         client.connect(id: try #require(client.scanResults.first?.id))
         for _ in 0..<400 where !client.atReady { await clock.advance(by: .milliseconds(5)) }
         #expect(client.atReady)
-        backend.starved = true
+        starvation.starved = true
         do {
             _ = try await clock.run { try await client.runAtCommand("AT+PING=starved", timeoutMs: 1_000) }
             Issue.record("the command went through a backend that takes nothing")
@@ -433,9 +404,10 @@ struct FieldFailureTests {
             #expect(error as? XTalkBleError == .timeout)
         }
         #expect(
-            backend.mostPollsAtOneInstant <= 2, "the pump spun: \(backend.mostPollsAtOneInstant) polls at one instant")
+            starvation.mostPollsAtOneInstant <= 2,
+            "the pump spun: \(starvation.mostPollsAtOneInstant) polls at one instant")
         // One poll per 10 ms over the command's second, and the first writes.
-        #expect((50...110).contains(backend.polls), "\(backend.polls) polls")
+        #expect((50...110).contains(starvation.polls), "\(starvation.polls) polls")
         client.teardown()
         environment.shutDown()
         await clock.settle()

@@ -9,7 +9,7 @@ import XTalkSupport
 ///
 /// The client is connected to a simulated device as an app's is; then the
 /// benchmark hands it notifications at the backend seam, as CoreBluetooth's
-/// and BlueZ's drivers do (`Tap`), in rounds of `round` frames, and waits
+/// and BlueZ's drivers do (through an `InterceptingBackend`), in rounds of `round` frames, and waits
 /// until every reader took every event. The process's CPU time over the
 /// rounds (every thread: the main actor, the readers) divided by the bytes
 /// is the cost per byte; times 1.4 Mbit/s, the share of a core.
@@ -78,56 +78,6 @@ enum ReceivePathRow {
         var counts: (taken: Int, frames: Int, outOfOrder: Int) { lock.withLock { (taken, frames, outOfOrder) } }
     }
 
-    /// The simulated central with a tap: everything passes both ways, and the
-    /// benchmark can hand the client a notification as a platform driver does.
-    final class Tap: BleBackend {
-        let inner: any BleBackend
-        var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
-        /// Where the device's notifications come from (its passthrough TX).
-        private(set) var notifier: (peripheral: UUID, characteristic: BleCharacteristicRef)?
-
-        init(_ inner: any BleBackend) {
-            self.inner = inner
-            inner.eventHandler = { [unowned self] event in
-                if case .valueUpdated(let peripheral, let characteristic, _, nil) = event {
-                    notifier = (peripheral, characteristic)
-                }
-                eventHandler?(event)
-            }
-        }
-
-        var scheduler: any TimerScheduling { inner.scheduler }
-        var state: BleManagerState { inner.state }
-        func activate(showPowerAlert: Bool, restoreIdentifier: String?) {
-            inner.activate(showPowerAlert: showPowerAlert, restoreIdentifier: restoreIdentifier)
-        }
-        func scanForPeripherals(withServices services: [BleUUID]) { inner.scanForPeripherals(withServices: services) }
-        func stopScan() { inner.stopScan() }
-        func connect(_ peripheral: UUID) { inner.connect(peripheral) }
-        func cancelPeripheralConnection(_ peripheral: UUID) { inner.cancelPeripheralConnection(peripheral) }
-        func discoverServices(_ services: [BleUUID]?, for peripheral: UUID) {
-            inner.discoverServices(services, for: peripheral)
-        }
-        func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {
-            inner.discoverCharacteristics(characteristics, for: service, of: peripheral)
-        }
-        func setNotifyValue(_ enabled: Bool, for characteristic: BleCharacteristicRef, of peripheral: UUID) {
-            inner.setNotifyValue(enabled, for: characteristic, of: peripheral)
-        }
-        func readValue(for characteristic: BleCharacteristicRef, of peripheral: UUID) {
-            inner.readValue(for: characteristic, of: peripheral)
-        }
-        func writeValue(
-            _ data: Data, for characteristic: BleCharacteristicRef, of peripheral: UUID, type: BleWriteType
-        ) {
-            inner.writeValue(data, for: characteristic, of: peripheral, type: type)
-        }
-        func canSendWriteWithoutResponse(_ peripheral: UUID) -> Bool { inner.canSendWriteWithoutResponse(peripheral) }
-        func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int {
-            inner.maximumWriteValueLength(for: type, of: peripheral)
-        }
-    }
-
     /// `count` `+DI:` lines for 64-byte payloads, numbered from `first`, as
     /// the simulated radio writes them (about 185 bytes each), encoded.
     static func frames(_ count: Int, from first: Int, encoding: XTalkAtEncoding) -> [UInt8] {
@@ -151,9 +101,18 @@ enum ReceivePathRow {
             link: XTalkSimulatedLink(
                 mtu: chunk + 3, mtuExchangeDelay: .milliseconds(20), connectionInterval: StreamCPURow.interval,
                 connectDelay: .milliseconds(20)))
-        var tapped: Tap?
+        // The simulated central with a tap: everything passes both ways, and
+        // the benchmark learns where the device's notifications come from
+        // (its passthrough TX), to hand the client more as a platform driver does.
+        var tapped: InterceptingBackend?
+        var notifier: (peripheral: UUID, characteristic: BleCharacteristicRef)?
         let setup = try await BenchSetup.connect(device, settleYields: 1, together: true) { environment in
-            let tap = Tap(environment.central)
+            let tap = InterceptingBackend(environment.central)
+            tap.onEvent = { event in
+                if case .valueUpdated(let peripheral, let characteristic, _, nil) = event {
+                    notifier = (peripheral, characteristic)
+                }
+            }
             tapped = tap
             return XTalkBleClient(backend: tap, keepingAlive: environment)
         }
@@ -165,7 +124,7 @@ enum ReceivePathRow {
         let yielded = setup.events
         // One command, so that the device has notified once (the tap learns from where).
         try await setup.startAtConnectionEvent()
-        guard let tap = tapped, let notifier = tap.notifier, let handler = tap.eventHandler else {
+        guard let tap = tapped, let notifier, let handler = tap.eventHandler else {
             throw CLIError(.failure, "the benchmark device never notified")
         }
         let readers = (0..<count).map { _ in Reader() }
