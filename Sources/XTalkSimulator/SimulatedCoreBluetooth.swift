@@ -405,8 +405,8 @@
                 guard let self else { return }
                 self.pendingConfirmations[key] = nil
                 let id = box.value.identifier
-                self.unconfirmedCancels[id] =
-                    self.unconfirmedCancels[id, default: 1] > 1 ? self.unconfirmedCancels[id]! - 1 : nil
+                let left = self.unconfirmedCancels[id, default: 1] - 1
+                self.unconfirmedCancels[id] = left > 0 ? left : nil
                 self.disconnected(box.value, error: nil)
                 if self.connectsAfterConfirmation.remove(box.value.identifier) != nil {
                     self.central.connect(box.value.identifier)
