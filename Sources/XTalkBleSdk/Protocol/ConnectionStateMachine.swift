@@ -365,13 +365,7 @@ struct ConnectionStateMachine {
         guard let link = currentLink(id) else { return [] }
         var actions: [Action] = []
         endLink(error: .notConnected, into: &actions, linkGone: true)
-        // A link lost before it was ready is a failed connection (a pairing
-        // failure says so); a ready one simply ended.
-        publish(
-            link.phase == .ready
-                ? .disconnected
-                : .failed(
-                    error.flatMap(Self.pairingFailure) ?? .connectionFailed("the link was lost while connecting")))
+        publish(Self.lost(link, error: error))
         return actions
     }
 
@@ -488,6 +482,14 @@ struct ConnectionStateMachine {
 
     // MARK: Internals
 
+    /// The state after `link` was lost: a link lost before it was ready is a
+    /// failed connection (a pairing failure says so); a ready one simply ended.
+    private static func lost(_ link: Link, error: StackError?) -> XTalkConnectionState {
+        link.phase == .ready
+            ? .disconnected
+            : .failed(error.flatMap(pairingFailure) ?? .connectionFailed("the link was lost while connecting"))
+    }
+
     /// What an unusable radio state means for the app, or nil.
     static func unavailability(_ state: BleManagerState) -> XTalkBleError? {
         switch state {
@@ -538,9 +540,7 @@ struct ConnectionStateMachine {
                 // Gone with the radio too, without a disconnect callback: as a
                 // lost link (no unavailability for the app to act on).
                 endLink(error: .notConnected, into: &actions, linkGone: true)
-                publish(
-                    link.phase == .ready
-                        ? .disconnected : .failed(.connectionFailed("the link was lost while connecting")))
+                publish(Self.lost(link, error: nil))
             } else if newState == .poweredOn, link.restored, link.phase == .connecting {
                 actions += connected(link.peripheral)  // a restored connection: set it up now
             }
