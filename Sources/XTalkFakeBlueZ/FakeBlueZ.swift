@@ -9,7 +9,8 @@ import XTalkSimulator
 /// with the simulator's radio behind it: the same firmware model and link
 /// that the simulator gives the SDK, reached over real D-Bus.
 ///
-/// One adapter, hci0. Devices appear while discovering (`InterfacesAdded`
+/// The xTalk devices are reached through one adapter (hci0 unless told
+/// otherwise); other adapters, with nothing in range, can be added. Devices appear while discovering (`InterfacesAdded`
 /// from "/"), RSSI changes with each advertisement and goes when discovery
 /// stops; `Connect` brings the link up (`Connected` and the reply, the GATT
 /// objects, `ServicesResolved`); `Disconnect` drops the link 2 s later
@@ -29,7 +30,8 @@ import XTalkSimulator
 /// or is released when the client closes its end.
 ///
 /// Fault knobs: link loss with each reason (`loseLink`), the adapter off
-/// (`setPowered`), bluetoothd gone and back (`stop`/`restart`), any method
+/// (`setPowered`), unplugged or added late (`setAdapterPresent`), another
+/// adapter (`addIdleAdapter`), bluetoothd gone and back (`stop`/`restart`), any method
 /// failing once with any error (`failNext`: `InProgress`, `NotPermitted`, …),
 /// `ServicesResolved` never arriving (`holdsServicesResolved`), an acquired
 /// write socket hung up while the link stays (`hangUpWriteSockets`). The
@@ -41,7 +43,8 @@ import XTalkSimulator
 @MainActor
 package final class FakeBlueZ {
     package let environment: XTalkSimulatedEnvironment
-    package static let adapterPath = "/org/bluez/hci0"
+    /// The adapter the xTalk devices are reached through ("/org/bluez/hci0" unless told otherwise).
+    package let adapterPath: String
     package static let adapterAddress = "0A:7A:1C:00:00:01"
     package static let controlPath = "/com/xtalk/FakeBlueZ"
     package static let controlInterface = "com.xtalk.FakeBlueZ1"
@@ -61,6 +64,11 @@ package final class FakeBlueZ {
     }
     /// Whether this client's discovery is on, as BlueZ has it (for tests).
     package var isDiscovering: Bool { discovering }
+    /// Whether this client's discovery is on on the adapter `name` ("hci0", …; for tests).
+    package func isDiscovering(adapter name: String) -> Bool {
+        let path = "/org/bluez/" + name
+        return path == adapterPath ? discovering : idleAdapters[path]?.discovering == true
+    }
     /// Whether a StartDiscovery or StopDiscovery is still unanswered (for tests).
     package var isDiscoveryCallPending: Bool { discoveryCall != nil }
     /// When true, connections never report `ServicesResolved` (nor answer `Connect`).
@@ -93,6 +101,15 @@ package final class FakeBlueZ {
     private var address: String?
     private var bus: DBusConnection?
     private var powered = true
+    /// Whether the adapter is plugged in (see `setAdapterPresent`).
+    private var present = true
+    /// Other adapters (see `addIdleAdapter`), by path.
+    private var idleAdapters: [String: IdleAdapter] = [:]
+    private struct IdleAdapter {
+        let address: String
+        var powered: Bool
+        var discovering = false
+    }
     private var discovering = false
     /// A StartDiscovery or StopDiscovery not answered yet.
     private var discoveryCall: DBusMessage?
@@ -100,9 +117,10 @@ package final class FakeBlueZ {
     private var devices: [UUID: FakeDevice] = [:]
     private var failures: [String: [(name: String, message: String)]] = [:]
 
-    /// Serves `environment`'s devices (on the real clock).
-    package init(environment: XTalkSimulatedEnvironment) {
+    /// Serves `environment`'s devices (on the real clock) through the adapter `adapter` ("hci0", "hci1", …).
+    package init(environment: XTalkSimulatedEnvironment, adapter: String = "hci0") {
         self.environment = environment
+        adapterPath = "/org/bluez/" + adapter
         radio = environment.backend
         radio.eventHandler = { [weak self] event in self?.radioEvent(event) }
         radio.activate(showPowerAlert: false, restoreIdentifier: nil)
@@ -161,7 +179,7 @@ package final class FakeBlueZ {
 
     /// Powers the adapter on or off (as `bluetoothctl power off`): links end first.
     package func setPowered(_ on: Bool) {
-        guard on != powered else { return }
+        guard on != powered, present else { return }
         if !on {
             for device in devices.values where device.connected {
                 radio.cancelPeripheralConnection(device.id)
@@ -174,12 +192,76 @@ package final class FakeBlueZ {
             if discovering {
                 radio.stopScan()
                 discovering = false
-                changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+                changed(adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
             }
         }
         powered = on
         changed(
-            Self.adapterPath, "org.bluez.Adapter1", ["Powered": .boolean(on), "PowerState": .string(on ? "on" : "off")])
+            adapterPath, "org.bluez.Adapter1", ["Powered": .boolean(on), "PowerState": .string(on ? "on" : "off")])
+    }
+
+    /// Powers the adapter `name` ("hci0", …) on or off: the xTalk devices'
+    /// one (as `setPowered(_:)`) or one added by `addIdleAdapter`.
+    package func setPowered(_ on: Bool, adapter name: String) {
+        let path = "/org/bluez/" + name
+        if path == adapterPath { return setPowered(on) }
+        guard var adapter = idleAdapters[path], adapter.powered != on else { return }
+        adapter.powered = on
+        if !on && adapter.discovering {
+            adapter.discovering = false
+            changed(path, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+        }
+        idleAdapters[path] = adapter
+        changed(path, "org.bluez.Adapter1", ["Powered": .boolean(on), "PowerState": .string(on ? "on" : "off")])
+    }
+
+    /// Adds another adapter, `name` ("hci1", …), with no device in range: a
+    /// second controller, such as a USB dongle next to a built-in one that is
+    /// off. Its discovery starts and stops at once and finds nothing.
+    package func addIdleAdapter(_ name: String, powered: Bool) {
+        let path = "/org/bluez/" + name
+        guard path != adapterPath, idleAdapters[path] == nil else { return }
+        let address = String(format: "0A:7A:1C:00:01:%02X", idleAdapters.count + 2)
+        idleAdapters[path] = IdleAdapter(address: address, powered: powered)
+        interfacesAdded(
+            path,
+            ["org.bluez.Adapter1": Self.adapterProperties(address: address, powered: powered, discovering: false)])
+    }
+
+    /// The xTalk devices' adapter is unplugged (false) or plugged in again
+    /// (true), as bluetoothd sees the kernel remove or add a controller.
+    /// Unplugged: its links end, then every device object and the adapter
+    /// object go (InterfacesRemoved). Plugged in: the adapter object comes,
+    /// powered. Called before `start`, bluetoothd starts without it, as at
+    /// boot, where bluetoothd owns its name before the kernel hands it the
+    /// controller (and python-dbusmock's bluez5 template too).
+    package func setAdapterPresent(_ isPresent: Bool) {
+        guard isPresent != present else { return }
+        if isPresent {
+            present = true
+            powered = true
+            interfacesAdded(adapterPath, ["org.bluez.Adapter1": adapterProperties])
+            return
+        }
+        for device in devices.values where device.connected || device.connectCall != nil {
+            radio.cancelPeripheralConnection(device.id)
+            linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
+        }
+        if let call = discoveryCall {
+            discoveryCall = nil
+            reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call)
+        }
+        if discovering {
+            radio.stopScan()
+            discovering = false
+        }
+        for device in devices.values.sorted(by: { $0.path < $1.path }) {
+            unexportGatt(device)
+            interfacesRemoved(device.path, ["org.bluez.Device1"])
+        }
+        devices.removeAll()
+        present = false
+        interfacesRemoved(adapterPath, ["org.bluez.Adapter1"])
     }
 
     /// The link to the device at `address` is lost: `timeout` (out of range:
@@ -314,7 +396,8 @@ package final class FakeBlueZ {
             return
         }
         let address = Self.address(of: advertisement, id: id)
-        let device = FakeDevice(id: id, address: address, advertisement: advertisement, rssi: rssi)
+        let device = FakeDevice(
+            id: id, address: address, advertisement: advertisement, rssi: rssi, adapterPath: adapterPath)
         devices[id] = device
         interfacesAdded(device.path, ["org.bluez.Device1": device.properties])
     }
@@ -432,15 +515,17 @@ package final class FakeBlueZ {
             else { return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "no such property", to: call) }
             reply(to: call, [.variant(value)])
         case ("org.freedesktop.DBus.Properties", "Set"):
-            guard path == Self.adapterPath, call.body.count == 3, call.body[1].stringValue == "Powered",
-                let on = call.body[2].boolValue
+            guard path == adapterPath && present || idleAdapters[path] != nil, call.body.count == 3,
+                call.body[1].stringValue == "Powered", let on = call.body[2].boolValue
             else { return reply(error: "org.bluez.Error.NotPermitted", "read-only property", to: call) }
-            setPowered(on)
+            setPowered(on, adapter: String(path.dropFirst("/org/bluez/".count)))
             reply(to: call)
         case ("org.freedesktop.DBus.Introspectable", "Introspect"):
             reply(to: call, [.string(introspection(of: path))])
-        case ("org.bluez.Adapter1", _) where path == Self.adapterPath:
+        case ("org.bluez.Adapter1", _) where path == adapterPath && present:
             adapterCall(call, member)
+        case ("org.bluez.Adapter1", _) where idleAdapters[path] != nil:
+            idleAdapterCall(call, member, path)
         case ("org.bluez.Device1", _):
             guard let device = devices.values.first(where: { $0.path == path }) else {
                 return reply(error: "org.freedesktop.DBus.Error.UnknownObject", "no such device", to: call)
@@ -479,7 +564,7 @@ package final class FakeBlueZ {
                 guard let self else { return }
                 self.radio.scanForPeripherals(withServices: self.filterServices)
                 self.reply(to: call)
-                self.changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(true)])
+                self.changed(self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(true)])
             }
         case "StopDiscovery":
             guard powered else { return reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call) }
@@ -492,7 +577,7 @@ package final class FakeBlueZ {
                 self.discovering = false
                 self.radio.stopScan()
                 self.reply(to: call)
-                self.changed(Self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
+                self.changed(self.adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
                 self.forgetRSSI()
             }
         case "RemoveDevice":
@@ -510,6 +595,33 @@ package final class FakeBlueZ {
         case "GetDiscoveryFilters":
             reply(
                 to: call, [.stringArray(["UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable"])])
+        default:
+            reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
+        }
+    }
+
+    /// An adapter with nothing in range: discovery starts and stops at once and finds nothing.
+    private func idleAdapterCall(_ call: DBusMessage, _ member: String, _ path: String) {
+        guard var adapter = idleAdapters[path] else { return }
+        switch member {
+        case "SetDiscoveryFilter":
+            reply(to: call)
+        case "StartDiscovery", "StopDiscovery":
+            let start = member == "StartDiscovery"
+            guard adapter.powered else {
+                return reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call)
+            }
+            guard adapter.discovering != start else {
+                return start
+                    ? reply(error: "org.bluez.Error.InProgress", "Operation already in progress", to: call)
+                    : reply(error: "org.bluez.Error.Failed", "No discovery started", to: call)
+            }
+            adapter.discovering = start
+            idleAdapters[path] = adapter
+            reply(to: call)
+            changed(path, "org.bluez.Adapter1", ["Discovering": .boolean(start)])
+        case "RemoveDevice":
+            reply(error: "org.bluez.Error.DoesNotExist", "Does Not Exist", to: call)
         default:
             reply(error: "org.freedesktop.DBus.Error.UnknownMethod", "no method \(member)", to: call)
         }
@@ -797,8 +909,12 @@ package final class FakeBlueZ {
     // MARK: Objects
 
     private var adapterProperties: [String: DBusValue] {
+        Self.adapterProperties(address: Self.adapterAddress, powered: powered, discovering: discovering)
+    }
+
+    private static func adapterProperties(address: String, powered: Bool, discovering: Bool) -> [String: DBusValue] {
         [
-            "Address": .string(Self.adapterAddress), "AddressType": .string("public"), "Name": .string("xtalk-fake"),
+            "Address": .string(address), "AddressType": .string("public"), "Name": .string("xtalk-fake"),
             "Alias": .string("xtalk-fake"), "Class": .uint32(0), "Powered": .boolean(powered),
             "PowerState": .string(powered ? "on" : "off"), "Discoverable": .boolean(false),
             "DiscoverableTimeout": .uint32(180), "Pairable": .boolean(true), "PairableTimeout": .uint32(0),
@@ -809,9 +925,14 @@ package final class FakeBlueZ {
 
     /// Every object: path → interface → properties.
     private func objects() -> [String: [String: [String: DBusValue]]] {
-        var objects: [String: [String: [String: DBusValue]]] = [
-            Self.adapterPath: ["org.bluez.Adapter1": adapterProperties]
-        ]
+        var objects: [String: [String: [String: DBusValue]]] = [:]
+        if present { objects[adapterPath] = ["org.bluez.Adapter1": adapterProperties] }
+        for (path, adapter) in idleAdapters {
+            objects[path] = [
+                "org.bluez.Adapter1": Self.adapterProperties(
+                    address: adapter.address, powered: adapter.powered, discovering: adapter.discovering)
+            ]
+        }
         for device in devices.values {
             objects[device.path] = ["org.bluez.Device1": device.properties]
             for service in device.services {
@@ -931,14 +1052,17 @@ final class FakeDevice {
     /// GATT object paths exported (they outlive the link, as BlueZ's cache keeps them).
     var exported: Set<String> = []
 
-    init(id: UUID, address: String, advertisement: BleAdvertisement, rssi: Int) {
+    let adapterPath: String
+
+    init(id: UUID, address: String, advertisement: BleAdvertisement, rssi: Int, adapterPath: String) {
+        self.adapterPath = adapterPath
         self.id = id
         self.address = address
         self.advertisement = advertisement
         self.rssi = rssi
     }
 
-    var path: String { FakeBlueZ.adapterPath + "/dev_" + address.replacingOccurrences(of: ":", with: "_") }
+    var path: String { adapterPath + "/dev_" + address.replacingOccurrences(of: ":", with: "_") }
 
     var properties: [String: DBusValue] {
         var properties: [String: DBusValue] = [
@@ -948,7 +1072,7 @@ final class FakeDevice {
             "Blocked": .boolean(false), "LegacyPairing": .boolean(false),
             "Connected": .boolean(connected), "ServicesResolved": .boolean(resolved),
             "UUIDs": .stringArray(advertisement.serviceUUIDs.map { $0.uuidString.lowercased() }),
-            "Adapter": .objectPath(FakeBlueZ.adapterPath),
+            "Adapter": .objectPath(adapterPath),
         ]
         if let name = advertisement.localName { properties["Name"] = .string(name) }
         if let rssi { properties["RSSI"] = .int16(Int16(clamping: rssi)) }

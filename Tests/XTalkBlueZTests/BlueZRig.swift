@@ -19,10 +19,15 @@ final class BlueZRig {
     let environment: XTalkSimulatedEnvironment
     let fake: FakeBlueZ
 
-    static func start(devices: [XTalkSimulatedDevice] = [BlueZRig.device()]) async throws -> BlueZRig {
+    /// `adapter` is the devices' adapter; `prepare` sets the fake up before bluetoothd starts.
+    static func start(
+        devices: [XTalkSimulatedDevice] = [BlueZRig.device()], adapter: String = "hci0",
+        prepare: (FakeBlueZ) -> Void = { _ in }
+    ) async throws -> BlueZRig {
         let bus = try PrivateBus()
         let environment = XTalkSimulatedEnvironment(devices: devices)
-        let fake = FakeBlueZ(environment: environment)
+        let fake = FakeBlueZ(environment: environment, adapter: adapter)
+        prepare(fake)
         try await fake.start(busAddress: bus.address)
         return BlueZRig(bus: bus, environment: environment, fake: fake)
     }

@@ -7,7 +7,10 @@ import XTalkDBus
 // /var/run/dbus/system_bus_socket.
 //
 // BlueZ facts it is built on (BlueZ's doc/org.bluez.*.rst and src/device.c):
-// - The adapter is usable while Adapter1.Powered is true; bluetoothd
+// - Adapters are Adapter1 objects, added and removed as the kernel hands
+//   bluetoothd controllers (after bluetoothd owns its name, at boot too);
+//   one is usable while its Powered is true. The backend uses one: the
+//   first powered, kept while it stays so. bluetoothd
 //   restarting shows as org.bluez losing its owner (every object is gone):
 //   the seam's `.resetting`, then `.poweredOn` once it is back.
 // - Discovery: SetDiscoveryFilter (service UUIDs, LE) then StartDiscovery;
@@ -69,6 +72,8 @@ package final class BlueZBackend: BleBackend {
     static let maximumRetries = 50
     /// How long before the bus is opened again after it closed.
     static let reopenDelay: Duration = .seconds(1)
+    /// How long bluetoothd may go without an adapter before Bluetooth is `.unsupported`.
+    static let adapterWaitLimit: Duration = .seconds(3)
     /// How often a missing system bus is looked for again.
     static let busRetryInterval: Duration = .seconds(5)
 
@@ -104,6 +109,8 @@ package final class BlueZBackend: BleBackend {
     private var activated = false
     private var tree = BlueZObjectTree()
     private var adapter: String?
+    /// Counts adapter choices: a wait for an adapter ends when another comes.
+    private var adapterWait: UInt64 = 0
     /// org.bluez's unique name: signals from anyone else are ignored.
     private var bluezOwner: String?
     /// The services a scan asked for: nil while the client is not scanning.
@@ -231,21 +238,65 @@ package final class BlueZBackend: BleBackend {
         }
     }
 
-    /// Re-reads the adapter (the first, hci0 usually) and its power.
+    /// Chooses the adapter again and reports its power: the one in use while
+    /// it is powered, else the first powered one (a USB dongle next to an
+    /// rfkilled built-in controller), else the one in use or the first.
+    /// Moving to another adapter ends what the old one had (its links, this
+    /// client's discovery) as the radio going `.unknown` and back on: links
+    /// are lost, and a running scan starts again on the new adapter.
     private func adapterChanged() {
-        if adapter == nil || tree.properties(adapter!, BlueZInterface.adapter) == nil {
-            adapter = tree.adapters.first
+        let adapters = tree.adapters
+        let tree = self.tree
+        func isPowered(_ path: String) -> Bool {
+            tree.properties(path, BlueZInterface.adapter)?["Powered"]?.boolValue == true
         }
-        guard let adapter, let properties = tree.properties(adapter, BlueZInterface.adapter) else {
-            setState(.unsupported, reason: "BlueZ has no Bluetooth adapter")
+        let old = adapter
+        let previous = old.flatMap { adapters.contains($0) ? $0 : nil }
+        let chosen =
+            previous.flatMap { isPowered($0) ? $0 : nil } ?? adapters.first(where: isPowered) ?? previous
+            ?? adapters.first
+        adapter = chosen
+        guard let chosen else {
+            noAdapter()
             return
         }
-        let name = adapter.split(separator: "/").last.map(String.init) ?? adapter
-        if properties["Powered"]?.boolValue == true {
-            setState(.poweredOn, reason: nil)
-        } else {
-            setState(.poweredOff, reason: "the Bluetooth adapter \(name) is powered off (bluetoothctl power on)")
+        adapterWait += 1
+        if let old, old != chosen, state == .poweredOn {
+            devicePaths.removeAll()
+            setState(.unknown, reason: "moving to the Bluetooth adapter \(Self.name(of: chosen))")
         }
+        if isPowered(chosen) {
+            setState(.poweredOn, reason: nil)
+        } else if adapters.count == 1 {
+            setState(
+                .poweredOff,
+                reason: "the Bluetooth adapter \(Self.name(of: chosen)) is powered off (bluetoothctl power on)")
+        } else {
+            let names = adapters.map(Self.name(of:)).joined(separator: ", ")
+            setState(
+                .poweredOff,
+                reason: "no Bluetooth adapter is powered on (\(names); bluetoothctl select, then power on)")
+        }
+    }
+
+    /// bluetoothd without an adapter: one may be on its way (bluetoothd owns
+    /// its name before the kernel hands it the controllers, at boot and on a
+    /// restart; a USB dongle plugged in again), so the state stays `.unknown`
+    /// (a scan waits) for `adapterWaitLimit`, then is `.unsupported`.
+    private func noAdapter() {
+        // Waited already: only an adapter coming changes that.
+        guard state != .unsupported || bluezOwner == nil else { return }
+        adapterWait += 1
+        let waiting = adapterWait
+        setState(.unknown, reason: "BlueZ has no Bluetooth adapter yet; waiting for one")
+        _ = scheduler.schedule(after: Self.adapterWaitLimit) { [weak self] in
+            guard let self, self.adapterWait == waiting, self.bus != nil, self.bluezOwner != nil else { return }
+            self.setState(.unsupported, reason: "BlueZ has no Bluetooth adapter")
+        }
+    }
+
+    private static func name(of adapter: String) -> String {
+        adapter.split(separator: "/").last.map(String.init) ?? adapter
     }
 
     private func setState(_ newState: BleManagerState, reason: String?) {
@@ -338,7 +389,7 @@ package final class BlueZBackend: BleBackend {
         let changed = body[1].propertyMapValue ?? [:]
         tree.change(path: path, interface: interface, changed: changed, invalidated: body[2].stringArrayValue ?? [])
         switch interface {
-        case BlueZInterface.adapter where path == adapter:
+        case BlueZInterface.adapter:
             if changed["Powered"] != nil { adapterChanged() }
         case BlueZInterface.device:
             if changed["Connected"]?.boolValue == false, disconnecting.contains(path) {
@@ -367,10 +418,7 @@ package final class BlueZBackend: BleBackend {
         }
         if interfaces.contains(BlueZInterface.characteristic) { subscriptions[path] = nil }
         tree.remove(path: path, interfaces: interfaces)
-        if path == adapter, interfaces.contains(BlueZInterface.adapter) {
-            adapter = nil
-            adapterChanged()
-        }
+        if interfaces.contains(BlueZInterface.adapter) { adapterChanged() }
     }
 
     private func connectionID(path: String) -> UUID? {

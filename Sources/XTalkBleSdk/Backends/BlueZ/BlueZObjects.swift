@@ -58,7 +58,9 @@ package struct BlueZObjectTree: Sendable {
 
     /// The adapters' paths, in name order (hci0 first).
     package var adapters: [String] {
-        objects.filter { $0.value[BlueZInterface.adapter] != nil }.keys.sorted()
+        objects.filter { $0.value[BlueZInterface.adapter] != nil }.keys.sorted {
+            $0.compare($1, options: .numeric) == .orderedAscending  // hci2 before hci10
+        }
     }
 
     /// The devices of `adapter`.
