@@ -71,6 +71,11 @@ package final class FakeBlueZ {
     }
     /// Whether a StartDiscovery or StopDiscovery is still unanswered (for tests).
     package var isDiscoveryCallPending: Bool { discoveryCall != nil }
+    /// BlueZ's main.conf `[GATT] Cache`: `always` (true, the default) keeps
+    /// a device's GATT objects across links; `no` (false) removes them as the
+    /// link ends, before `Connected=false` (bluetoothd may handle the ATT
+    /// channel's close before the controller's disconnection event).
+    package var cachesGatt = true
     /// When true, connections never report `ServicesResolved` (nor answer `Connect`).
     package var holdsServicesResolved = false
     /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
@@ -264,6 +269,28 @@ package final class FakeBlueZ {
         interfacesRemoved(adapterPath, ["org.bluez.Adapter1"])
     }
 
+    /// bluetoothd handles a Service Changed indication from the device at
+    /// `address` (its GATT database changed while connected, as after a
+    /// firmware update): the GATT objects go (InterfacesRemoved; calls on
+    /// them fail, their write sockets close, subscriptions are gone), and
+    /// once rediscovered come again, unsubscribed (InterfacesAdded). The link
+    /// stays. Returns whether the device was connected with its services resolved.
+    @discardableResult
+    package func changeServices(address: String) -> Bool {
+        guard let device = devices.values.first(where: { $0.address == address.uppercased() }), device.connected,
+            device.resolved
+        else { return false }
+        let pendingCalls = pendingCalls(of: device)
+        for characteristic in device.services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
+        unexportGatt(device)
+        for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Operation failed", to: call) }
+        _ = radio.scheduler.schedule(after: controllerDelay) { [weak self] in
+            guard let self, device.connected, device.services.isEmpty else { return }
+            self.exportGatt(device)
+        }
+        return true
+    }
+
     /// The link to the device at `address` is lost: `timeout` (out of range:
     /// after the supervision timeout) or `remote` (the device ended it).
     package func loseLink(address: String, reason: String) {
@@ -416,6 +443,14 @@ package final class FakeBlueZ {
     /// objects across links, its default `Cache = always`), then ServicesResolved.
     private func servicesResolved(_ device: FakeDevice) {
         guard device.connected, !device.resolved else { return }
+        exportGatt(device)
+        guard !holdsServicesResolved else { return }
+        device.resolved = true
+        changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(true)])
+    }
+
+    /// The device's GATT objects, as discovered on this link (those not exported yet).
+    private func exportGatt(_ device: FakeDevice) {
         device.buildGatt(mtu: radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
         for service in device.services {
             exportOnce(device, service.path, ["org.bluez.GattService1": service.properties])
@@ -426,9 +461,6 @@ package final class FakeBlueZ {
                 }
             }
         }
-        guard !holdsServicesResolved else { return }
-        device.resolved = true
-        changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(true)])
     }
 
     private func exportOnce(_ device: FakeDevice, _ path: String, _ interfaces: [String: [String: DBusValue]]) {
@@ -454,10 +486,12 @@ package final class FakeBlueZ {
     /// default) and answer "Not connected" until the next link resolves them.
     private func linkEnded(_ device: FakeDevice, reason: String, message: String) {
         let wasConnected = device.connected
-        let pendingCalls = device.services.flatMap { service in
-            service.characteristics.flatMap {
-                $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.compactMap(\.call)
-            }
+        let pendingCalls = pendingCalls(of: device)
+        if !cachesGatt {
+            // Without the cache the objects go as the ATT channel closes,
+            // which bluetoothd may handle before it reports the link down.
+            for characteristic in device.services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
+            unexportGatt(device)
         }
         if device.resolved { changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(false)]) }
         if wasConnected {
@@ -488,6 +522,15 @@ package final class FakeBlueZ {
         for call in device.disconnectCalls { reply(to: call) }
         device.disconnectCalls = []
         device.reset()
+    }
+
+    /// The calls on the device's characteristics that are not answered yet.
+    private func pendingCalls(of device: FakeDevice) -> [DBusMessage] {
+        device.services.flatMap { service in
+            service.characteristics.flatMap {
+                $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.compactMap(\.call)
+            }
+        }
     }
 
     // MARK: Method calls

@@ -79,6 +79,53 @@ struct BlueZFaultTests {
         client.teardown()
     }
 
+    /// As on iOS (didModifyServices): a link whose services changed under it
+    /// ends, rather than staying up with its subscription silently gone.
+    @Test("the device changes its services while connected (Service Changed): the link ends; a reconnect works")
+    func servicesChanged() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let logs = LogLines()
+        let client = rig.client(
+            XTalkBleClientOptions(logLevel: .warning, logHandler: { _, message in logs.append(message) }))
+        _ = try await client.connectFirstDevice(rig: rig)
+        var device = rig.peripheral.device
+        device.firmware.faults.silentCommands = ["AT+VER?"]
+        rig.peripheral.device = device
+        let pending = Task { try await client.runAtCommand("AT+VER?", timeoutMs: 3_000) }
+        #expect(await eventually { rig.peripheral.processedCommands.contains("AT+VER?") })
+        #expect(rig.fake.changeServices(address: "C0:FF:EE:00:00:01"))
+        await #expect(throws: XTalkBleError.notConnected) { try await pending.value }
+        #expect(client.connectionState == .disconnected)
+        #expect(!client.atReady)
+        #expect(logs.all.contains { $0.contains("the device changed its services") }, "\(logs.all)")
+        #expect(await eventually { !rig.fake.isConnected(address: "C0:FF:EE:00:00:01") }, "BlueZ is told")
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=again") == ["+PING:again", "OK"])
+        client.teardown()
+    }
+
+    /// Without the cache, BlueZ removes a device's GATT objects as its link
+    /// ends, possibly before it reports the link down: that is not a change
+    /// of services, and the link ends with its own reason.
+    @Test("BlueZ without its GATT cache: a lost link ends with its own reason, and reconnects")
+    func linkLossWithoutGattCache() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.cachesGatt = false
+        let logs = LogLines()
+        let client = rig.client(
+            XTalkBleClientOptions(logLevel: .warning, logHandler: { _, message in logs.append(message) }))
+        _ = try await client.connectFirstDevice(rig: rig)
+        rig.fake.loseLink(address: "C0:FF:EE:00:00:01", reason: "remote")
+        #expect(await eventually { client.connectionState == .disconnected })
+        #expect(logs.all.contains { $0.hasPrefix("the link ended: the device ended the link") }, "\(logs.all)")
+        #expect(!logs.all.contains { $0.contains("changed its services") }, "\(logs.all)")
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=again") == ["+PING:again", "OK"])
+        client.teardown()
+    }
+
     @Test("bluetoothd restarts: resetting, the link is gone, then everything works again")
     func bluetoothdRestarts() async throws {
         let rig = try await BlueZRig.start()

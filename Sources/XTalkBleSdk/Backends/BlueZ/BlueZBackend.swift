@@ -72,6 +72,10 @@ package final class BlueZBackend: BleBackend {
     static let maximumRetries = 50
     /// How long before the bus is opened again after it closed.
     static let reopenDelay: Duration = .seconds(1)
+    /// How long after a characteristic in use went the link may still end by
+    /// itself (bluetoothd reports the ATT channel's close and the
+    /// controller's disconnection within milliseconds of each other).
+    static let serviceChangeGrace: Duration = .milliseconds(250)
     /// How long bluetoothd may go without an adapter before Bluetooth is `.unsupported`.
     static let adapterWaitLimit: Duration = .seconds(3)
     /// How often a missing system bus is looked for again.
@@ -93,6 +97,8 @@ package final class BlueZBackend: BleBackend {
         /// objects once the services are resolved (writes must not search the tree).
         var paths: [BleCharacteristicRef: String] = [:]
         var mtu = 23
+        /// A characteristic in use went (see `servicesChanged`).
+        var servicesChanged = false
         /// AcquireWrite's socket per characteristic path; dropping one closes it.
         var writeSockets: [String: WriteSocketState] = [:]
     }
@@ -416,7 +422,12 @@ package final class BlueZBackend: BleBackend {
         if interfaces.contains(BlueZInterface.device), let id = connectionID(path: path) {
             linkLost(id, path: path)
         }
-        if interfaces.contains(BlueZInterface.characteristic) { subscriptions[path] = nil }
+        if interfaces.contains(BlueZInterface.characteristic) {
+            subscriptions[path] = nil
+            for (id, connection) in connections where connection.reported && connection.paths.values.contains(path) {
+                servicesChanged(id, generation: connection.generation)
+            }
+        }
         tree.remove(path: path, interfaces: interfaces)
         if interfaces.contains(BlueZInterface.adapter) { adapterChanged() }
     }
@@ -653,6 +664,26 @@ package final class BlueZBackend: BleBackend {
             connection.reported
                 ? .disconnected(peripheral: peripheral, error: error)
                 : .failedToConnect(peripheral: peripheral, error: error))
+    }
+
+    /// A characteristic the connection uses went while the link is up:
+    /// bluetoothd handled a Service Changed indication (the device's GATT
+    /// database changed; subscriptions on it are gone), or, without its GATT
+    /// cache, it clears the objects as the link ends, maybe just before it
+    /// reports Connected=false. Unless the link ends within
+    /// `serviceChangeGrace`, it is ended for good, as on the other backends:
+    /// never a link left up whose notifications silently stopped.
+    private func servicesChanged(_ peripheral: UUID, generation: UInt64) {
+        guard connections[peripheral]?.servicesChanged == false else { return }
+        connections[peripheral]?.servicesChanged = true
+        _ = scheduler.schedule(after: Self.serviceChangeGrace) { [weak self] in
+            guard let self, self.connections[peripheral]?.generation == generation else { return }
+            self.cancelPeripheralConnection(peripheral)
+            self.emit(
+                .disconnected(
+                    peripheral: peripheral,
+                    error: BleBackendError(.connectionFailed, "the device changed its services")))
+        }
     }
 
     private func dropSubscriptions(of peripheral: UUID) {
