@@ -12,7 +12,11 @@ import Foundation
 /// `Process` from a test thread inherited a signal mask that blocks SIGTERM,
 /// and `waitUntilExit()` runs a nested run loop on the caller's thread (the
 /// main actor's, in tests), which wedged a whole test run. Stopped with
-/// SIGKILL; `stop()` reaps it.
+/// SIGKILL; `stop()` reaps it. Started with `ownProcessGroup`, the child
+/// leads a process group of its own, and `stop()` kills the group: what the
+/// child started too (`node --test`'s test processes and their `xtalk`s).
+/// Without it, the child stays in ours and gets the terminal's Ctrl-C with
+/// us (a tool's helper process).
 package final class ChildProcess: @unchecked Sendable {
     package struct Failure: Error, CustomStringConvertible {
         package let description: String
@@ -25,8 +29,14 @@ package final class ChildProcess: @unchecked Sendable {
     private var reaped = false
     private var status: Int32 = 0
 
+    /// Whether the child leads a process group of its own.
+    private let ownProcessGroup: Bool
+
     /// Starts `path arguments`; `environment` replaces the child's environment (default: ours).
-    package init(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    package init(
+        _ path: String, _ arguments: [String], environment: [String: String]? = nil, ownProcessGroup: Bool = false
+    ) throws {
+        self.ownProcessGroup = ownProcessGroup
         var pipeFDs: [Int32] = [0, 0]
         guard pipe(&pipeFDs) == 0 else { throw Failure(description: "pipe() failed") }
         for descriptor in pipeFDs { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
@@ -52,7 +62,10 @@ package final class ChildProcess: @unchecked Sendable {
         sigemptyset(&defaults)
         for signal in [SIGTERM, SIGINT, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes,
+            Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (ownProcessGroup ? POSIX_SPAWN_SETPGROUP : 0)))
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { variables in
@@ -177,9 +190,11 @@ package final class ChildProcess: @unchecked Sendable {
         stop()
     }
 
-    /// Kills the child (SIGKILL) unless it has exited, reaps it and closes the pipe. Idempotent.
+    /// Kills the child (SIGKILL; with `ownProcessGroup`, its whole group)
+    /// unless it has exited, reaps it and closes the pipe. Idempotent. (While
+    /// the child is not reaped, its pid, the group's id, is no one else's.)
     package func stop() {
-        if lock.withLock({ !reaped }) { kill(pid, SIGKILL) }
+        if lock.withLock({ !reaped }) { kill(ownProcessGroup ? -pid : pid, SIGKILL) }
         _ = reap(blocking: true)
     }
 

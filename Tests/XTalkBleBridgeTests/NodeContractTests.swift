@@ -39,8 +39,8 @@ struct NodeContractTests {
         environment["XTALK"] = xtalk
         let run = try ChildProcess(
             node, ["--test", Node.packageRoot.appendingPathComponent("Tests/BridgeContract").path],
-            environment: environment)
-        defer { run.stop() }
+            environment: environment, ownProcessGroup: true)
+        defer { run.stop() }  // node --test's test processes and their xtalks too
         let output = await run.readToEnd(timeout: .seconds(150))
         let status = await run.wait(timeout: .seconds(10))
         #expect(status == 0, "node --test exited \(status.map(String.init) ?? "late"):\n\(output)")

@@ -30,6 +30,30 @@ struct ChildProcessTests {
         #expect(await child.wait(timeout: .seconds(30)) == 7)
     }
 
+    @Test("stopping a child in a process group of its own also ends what it started (node --test's workers)")
+    func stopEndsGrandchildren() async throws {
+        let child = try ChildProcess("/bin/sh", ["-c", "sleep 600 & echo $!; wait"], ownProcessGroup: true)
+        let line = await child.readLine(timeout: .seconds(30))
+        let grandchild = try #require(
+            line.flatMap { pid_t($0) }, "the child said its child's pid: \(line ?? "nothing")")
+        #expect(Self.isAlive(grandchild))
+        child.stop()
+        #expect(
+            await ChildProcess.onOwnThread {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while Self.isAlive(grandchild) && ContinuousClock.now < deadline { usleep(2_000) }
+                return !Self.isAlive(grandchild)
+            }, "the grandchild \(grandchild) outlived its parent")
+    }
+
+    /// Whether `pid` runs (a zombie, killed and not yet reaped by its new parent, does not).
+    private static func isAlive(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+    }
+
     @Test("a child inherits none of our descriptors beyond stdin, stdout and stderr")
     func descriptorsAreClosed() async throws {
         // A pipe without close-on-exec, as another thread's or Foundation's may be.
