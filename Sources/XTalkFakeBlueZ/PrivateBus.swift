@@ -73,6 +73,12 @@ package final class PrivateBus: @unchecked Sendable {
         address = "unix:path=\(socket)"
     }
 
+    /// `init`, its wait for the daemon on a thread of its own: for async
+    /// callers (tests on the main actor), which must not block their thread.
+    package static func start(socketPath: String? = nil, timeout: Duration = .seconds(10)) async throws -> PrivateBus {
+        try await ChildProcess.onOwnThread { Result { try PrivateBus(socketPath: socketPath, timeout: timeout) } }.get()
+    }
+
     /// Stops the daemon (SIGKILL), reaps it and removes its files. Idempotent.
     package func stop() {
         daemon.stop()

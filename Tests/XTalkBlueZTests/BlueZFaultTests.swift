@@ -220,7 +220,7 @@ struct BlueZFaultTests {
         client.startScan()
         #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
         #expect(client.bluetoothUnavailableReason?.contains("no D-Bus system bus") == true)
-        let bus = try PrivateBus(socketPath: socket)
+        let bus = try await PrivateBus.start(socketPath: socket)
         defer { bus.stop() }
         let environment = XTalkSimulatedEnvironment(devices: [BlueZRig.device()])
         defer { environment.shutDown() }

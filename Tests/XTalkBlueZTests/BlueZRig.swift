@@ -24,7 +24,7 @@ final class BlueZRig {
         devices: [XTalkSimulatedDevice] = [BlueZRig.device()], adapter: String = "hci0",
         prepare: (FakeBlueZ) -> Void = { _ in }
     ) async throws -> BlueZRig {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.start()
         let environment = XTalkSimulatedEnvironment(devices: devices)
         let fake = FakeBlueZ(environment: environment, adapter: adapter)
         prepare(fake)

@@ -48,7 +48,7 @@ func requestName(_ connection: DBusConnection, _ name: String) async throws {
 @MainActor
 struct DBusConnectionTests {
     @Test func callsSignalsAndErrorsBetweenTwoConnections() async throws {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.start()
         defer { bus.stop() }
         let server = try await openConnection(bus)
         let client = try await openConnection(bus)
@@ -93,7 +93,7 @@ struct DBusConnectionTests {
     /// At most 64 calls wait for replies at once; the rest wait in order, and
     /// every call is answered exactly once.
     @Test func boundsCallsInFlight() async throws {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.start()
         defer { bus.stop() }
         let server = try await openConnection(bus)
         let client = try await openConnection(bus)
@@ -131,7 +131,7 @@ struct DBusConnectionTests {
     /// When the bus goes away, every pending call fails once with
     /// `Disconnected`, `onClose` runs once, and later calls fail at once.
     @Test func aVanishedBusFailsPendingCallsOnce() async throws {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.start()
         let server = try await openConnection(bus)
         let client = try await openConnection(bus)
         server.onMethodCall = { _ in }  // never answers
@@ -158,7 +158,7 @@ struct DBusConnectionTests {
     /// at the receiver, and every copy of it is closed once the receiver lets
     /// go: the sender's, the bus's and the receiver's (the far end sees EOF).
     @Test func passesFileDescriptorsAndClosesEveryCopy() async throws {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.start()
         defer { bus.stop() }
         let server = try await openConnection(bus)
         let client = try await openConnection(bus)
@@ -193,7 +193,7 @@ struct DBusConnectionTests {
     }
 
     @Test func aCallWithoutAReplyTimesOut() async throws {
-        let bus = try PrivateBus()
+        let bus = try await PrivateBus.start()
         defer { bus.stop() }
         let server = try await openConnection(bus)
         let client = try await openConnection(bus)
