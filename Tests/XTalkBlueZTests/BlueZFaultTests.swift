@@ -191,11 +191,15 @@ struct BlueZFaultTests {
         defer { rig.stop() }
         rig.fake.holdsServicesResolved = true
         var options = XTalkBleClientOptions()
-        options.connectTimeout = .milliseconds(500)
+        // Short, so that the first connect times out soon; long enough for the
+        // reconnect below, which makes a dozen D-Bus round trips on the real
+        // clock: 500 ms once ran out in a full local run, with node and
+        // python suites starting next to it on two cores.
+        options.connectTimeout = .seconds(2)
         let client = rig.client(options)
         client.startScan()
         #expect(await eventually { !client.scanResults.isEmpty })
-        client.connect(id: client.scanResults[0].id)
+        client.connect(id: try #require(client.scanResults.first).id)
         #expect(await eventually { client.connectionState == .failed(.timeout) })
         #expect(await eventually { rig.fake.callCounts["Disconnect"] == 1 })
         #expect(await eventually { !rig.peripheral.isConnected })
