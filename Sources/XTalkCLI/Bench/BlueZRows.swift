@@ -151,8 +151,10 @@ enum BlueZRow {
             throw CLIError(.failure, "could not reach the fake's bus: \(error)")
         }
         defer { control.close() }
-        var frames = 0
-        client.onEvent = { event in if case .diPayload = event { frames += 1 } }
+        // Woken by the last frame, not by polling: a poll's wake-ups would be
+        // counted in the CPU measured.
+        let waiter = FrameWaiter(count: count)
+        client.onEvent = { event in if case .diPayload = event { waiter.frameArrived() } }
         defer { client.onEvent = nil }
         let line = "+DI:cnt=1,len=16,slot=3,snr=7,rssi=-71,txp=20,data=000102030405060708090A0B0C0D0E0F\r\n"
         let start = Measure.processCPU()
@@ -160,12 +162,14 @@ enum BlueZRow {
             destination: "org.bluez", path: FakeBlueZ.controlPath, interface: FakeBlueZ.controlInterface,
             member: "Notify", body: [.string("C0:FF:EE:00:00:01"), .bytes(Data(line.utf8)), .uint32(UInt32(count))]
         ) { _ in }
-        let deadline = ContinuousClock.now + .seconds(120)
-        while frames < count {
-            if ContinuousClock.now > deadline {
-                throw CLIError(.failure, "only \(frames) of \(count) notifications reached the client")
-            }
-            try? await Task.sleep(for: .milliseconds(1))
+        let timeout = Task { @MainActor in
+            try? await Task.sleep(for: .seconds(120))
+            waiter.finish()
+        }
+        defer { timeout.cancel() }
+        await withCheckedContinuation { continuation in waiter.wait(continuation) }
+        guard waiter.frames >= count else {
+            throw CLIError(.failure, "only \(waiter.frames) of \(count) notifications reached the client")
         }
         return (Measure.processCPU() - start) / count
     }
@@ -190,6 +194,33 @@ enum BlueZRow {
             return trips
         }
         return nil
+    }
+
+    /// Counts frames and resumes one waiter once `count` have come (or `finish()` ends the wait first).
+    @MainActor
+    private final class FrameWaiter {
+        let count: Int
+        private(set) var frames = 0
+        private var continuation: CheckedContinuation<Void, Never>?
+        private var finished = false
+
+        init(count: Int) { self.count = count }
+
+        func frameArrived() {
+            frames += 1
+            if frames >= count { finish() }
+        }
+
+        func wait(_ continuation: CheckedContinuation<Void, Never>) {
+            if finished { return continuation.resume() }
+            self.continuation = continuation
+        }
+
+        func finish() {
+            finished = true
+            continuation?.resume()
+            continuation = nil
+        }
     }
 
     private static func median(_ values: [Double]) -> Double {
