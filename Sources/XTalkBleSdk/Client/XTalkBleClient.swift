@@ -227,9 +227,12 @@ public final class XTalkBleClient: NSObject {
 
     /// Ends the client for good: stops scanning, ends the link, ends every
     /// pending call with `.cancelled`, finishes every `events` stream and
-    /// removes the observers and `onEvent`. Idempotent. Afterwards the lifecycle methods do
-    /// nothing and the AT/RF methods throw `.notConnected`; create a new client
-    /// to start again.
+    /// removes the observers and `onEvent`. Idempotent. `connectionState`
+    /// becomes `.idle` (no `.disconnected` first), and no event is delivered
+    /// from here on, not even that state, and not the events still queued
+    /// when it is called from `onEvent` or an observer. Afterwards the
+    /// lifecycle methods do nothing and the AT/RF methods throw
+    /// `.notConnected`; create a new client to start again.
     public func teardown() {
         guard !isTornDown else { return }
         log(.info, "teardown")

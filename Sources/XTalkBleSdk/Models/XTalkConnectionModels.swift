@@ -3,7 +3,8 @@ import Foundation
 /// The client's scan/connection state.
 ///
 /// Links end with `.disconnected` (or `.failed`) before the next state is
-/// published, whatever ended them.
+/// published, whatever ended them, except ``XTalkBleClient/teardown()``:
+/// terminal, it sets `.idle` at once and delivers no further event.
 public enum XTalkConnectionState: Sendable, Hashable {
     /// Neither scanning nor connected: a new client, or after `stopScan()`.
     case idle
