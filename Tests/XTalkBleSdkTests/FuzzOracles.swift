@@ -284,6 +284,7 @@ enum StreamFuzzOracle {
             return .radioFrame(payload, meta)
         }
         if starts("+CRCERR:") {
+            if bytes.count == 8 { return .crcError(XTalkDiMeta()) }  // a report without fields
             guard let (meta, _) = referenceFields(bytes.dropFirst(8), radioFrame: false) else {
                 return .malformedCrcError
             }

@@ -54,6 +54,8 @@ enum LineClassifier {
                 }
             }
             if hasPrefix(line, "+CRCERR:") {
+                // A report without fields is still a report: every meta field absent.
+                if line.count == 8 { return .crcError(XTalkDiMeta()) }
                 switch DiFieldParser.parse(UnsafeBufferPointer(rebasing: line[8...]), expectPayload: false) {
                 case .success(let frame): return .crcError(frame.meta)
                 case .failure(let problem): return .malformedCrcError(reason: problem.reason)
