@@ -224,7 +224,8 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     /// ambiguous probe. A probe answered with a final result code but no
     /// `+AUTH:` answer is not ambiguous: asked once more in that encoding,
     /// strictly (a damaged line is answered `ERROR` too), a second such answer
-    /// means the device refuses authentication.
+    /// means the device refuses authentication; should the retry go
+    /// unanswered, the probes left in that encoding follow, never one in the other.
     private func probe(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
         async throws(XTalkDeviceAuthError)
         -> (DeviceAuthAtEncoding, required: Bool)
@@ -252,7 +253,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
             transport.setAtEncoding(encoding)
             guard case .lines(let lines) = try await send("AT+AUTH?", timeoutMs: timeout, log: true, mode: mode)
             else {
-                index += 1
+                index = Self.nextProbe(after: index, in: probes, refused: refused ? encoding : nil)
                 continue
             }
             switch AuthenticationReplies.probeOutcome(lines) {
@@ -267,10 +268,21 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
                 if refused { throw .invalidChallenge }
                 refused = true
             case .ambiguous:
-                index += 1
+                index = Self.nextProbe(after: index, in: probes, refused: refused ? encoding : nil)
             }
         }
         throw .commandTimedOut("AT+AUTH?")
+    }
+
+    /// The probe after `index`. Once a probe was refused (`ERROR`: the
+    /// encoding is right), only probes in that encoding are left: one in the
+    /// other would reach the device as noise, and spoil its next line.
+    static func nextProbe(
+        after index: Int, in probes: [(DeviceAuthAtEncoding, DeviceAuthResponseMode, Int)],
+        refused encoding: DeviceAuthAtEncoding?
+    ) -> Int {
+        guard let encoding else { return index + 1 }
+        return probes.indices.first { $0 > index && probes[$0].0 == encoding } ?? probes.count
     }
 
     /// Runs challenge attempts until one verifies. Timeouts, missing,

@@ -89,6 +89,40 @@ struct AuthenticationAsCalledTests {
         await harness.finish()
     }
 
+    @Test("after a refusal the encoding is known: a retry that goes unanswered asks again in it, not in the other")
+    func probeErrorThenSilence() async throws {
+        var firmware = XTalkSimulatedFirmware()
+        firmware.faults.scriptedReplies = ["AT+AUTH?": ["ERROR"]]
+        let harness = AuthHarness(firmware: firmware)
+        await harness.connect()
+        let before = harness.peripheral.processedCommands.count
+        let start = harness.clock.elapsed
+        let authenticator = harness.authenticator
+        let running = Task { @MainActor in try await authenticator.authenticate() }
+        // The first probe's ERROR is on its way; the retry goes unanswered
+        // (its notification lost), then the device answers properly.
+        await harness.clock.advance(by: .milliseconds(1))
+        harness.peripheral.device.firmware.faults.scriptedReplies = [:]
+        harness.peripheral.device.firmware.faults.silentCommands = ["AT+AUTH?"]
+        var steps = 0
+        while harness.peripheral.processedCommands.count < before + 2 && steps < 1_000 {
+            await harness.clock.advance(by: .milliseconds(5))
+            steps += 1
+        }
+        harness.peripheral.device.firmware.faults.silentCommands = []
+        let result = try await harness.clock.run { try await running.value }
+        #expect(result.encoding == .xor)
+        let commands = Array(harness.peripheral.processedCommands[before...])
+        #expect(commands == ["AT+AUTH?", "AT+AUTH?", "AT+AUTH?"] + commands.suffix(2), "\(commands)")
+        #expect(
+            !harness.logs.all.contains("AT encoding: plain"),
+            "never asked in the other encoding, which the device takes as noise: \(harness.logs.all)")
+        let configuration = XTalkDeviceAuthConfiguration()
+        let windows = Duration.milliseconds(configuration.probeTimeoutMs + 2 * configuration.strictProbeTimeoutMs)
+        #expect(harness.clock.elapsed - start < windows + Self.threeRoundTrips)
+        await harness.finish()
+    }
+
     // MARK: 2. Trust that an app declares
 
     /// A key pair of the app's own (a "production" key) and its anchor.
