@@ -170,6 +170,11 @@ package struct BridgeDeviceMachine: Sendable {
             generation += 1
             var actions = rejectReceive(BridgeError(.deviceDisconnected, "a new connect started a new session"))
             dropChunks()
+            if retryArmed {
+                // The sends stay with the link, and so does their look-again
+                // timer, now of this session (the old one's firing is ignored).
+                actions.append(.startTimer(.writeRetry, after: settings.writeRetryInterval, generation: generation))
+            }
             actions.append(.resolve(id, .null))
             return actions
         case .idle:

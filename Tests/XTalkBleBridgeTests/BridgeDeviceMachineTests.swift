@@ -92,6 +92,31 @@ struct BridgeDeviceMachineTests {
             machine.pump(canSendWithoutResponse: true) == [.write(Data([0]), .withoutResponse), .resolve(5, .null)])
     }
 
+    /// The SDK calls connect again on a ready device with every acquire; the
+    /// link and its sends stay, and so must their look-again timer (a lost
+    /// ready callback would otherwise leave the send waiting for good).
+    @Test func aSendWaitingForCreditsKeepsLookingAcrossANewSession() {
+        var machine = readyMachine()
+        _ = machine.send(5, hex: "00", withoutResponse: true, capacity: 244)
+        #expect(
+            machine.pump(canSendWithoutResponse: false) == [
+                .startTimer(.writeRetry, after: .milliseconds(50), generation: 1)
+            ])
+        #expect(
+            machine.connect(2) == [
+                .startTimer(.writeRetry, after: .milliseconds(50), generation: 2), .resolve(2, .null),
+            ], "the timer is carried into the new session")
+        #expect(machine.writeRetryFired(generation: 1) == [], "the old session's timer (replaced)")
+        #expect(machine.writeRetryFired(generation: 2) == [])
+        #expect(
+            machine.pump(canSendWithoutResponse: false) == [
+                .startTimer(.writeRetry, after: .milliseconds(50), generation: 2)
+            ], "still no credits: it looks again")
+        #expect(machine.readyToSend() == [.cancelTimer(.writeRetry)])
+        #expect(
+            machine.pump(canSendWithoutResponse: true) == [.write(Data([0]), .withoutResponse), .resolve(5, .null)])
+    }
+
     @Test func aFailedWriteWithResponseRejectsOnlyItsSend() {
         var machine = readyMachine()
         _ = machine.send(5, hex: "0102", withoutResponse: false, capacity: 1)
