@@ -9,8 +9,8 @@ import Foundation
 ///
 /// Requests run concurrently (a parked `receive` does not hold up a `send`);
 /// each is answered exactly once, with its own id. A request that is not
-/// JSON, has no numeric id, or names no known method is answered at once
-/// with code 900 (its id, or null when it has none). Payload hex is never
+/// JSON, is longer than 1 MiB, has no numeric id, or names no known method
+/// is answered at once with code 900 (its id, or null when it has none). Payload hex is never
 /// logged or echoed in errors.
 @MainActor
 package final class BridgeRouter {
@@ -20,6 +20,10 @@ package final class BridgeRouter {
     package let bridge: BleBridge
     /// Methods a host adds (the simulator's `simulator.linkLoss`, `simulator.notify`): params in, one answer.
     package var extraMethods: [String: Handler] = [:]
+
+    /// The longest request taken, in bytes: far above any that OneKey's SDK
+    /// makes (its largest, a piece of a V2 frame, is some kilobytes of hex).
+    package static let maximumRequestLength = 1 << 20
 
     package init(bridge: BleBridge) {
         self.bridge = bridge
@@ -31,6 +35,12 @@ package final class BridgeRouter {
     }
 
     package func handle(_ request: [UInt8], reply: @escaping Reply) {
+        guard request.count <= Self.maximumRequestLength else {
+            return reply(
+                Self.encode(
+                    id: nil,
+                    .failure(Self.badRequest("the request is \(request.count) bytes long, more than 1 MiB"))))
+        }
         let object: BridgeJSON
         do {
             object = try BridgeJSON.parse(request)

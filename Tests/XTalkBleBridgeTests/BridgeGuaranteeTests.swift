@@ -310,8 +310,13 @@ struct BridgeLifecycleTests {
         for text in ["not json", "{}", "{\"id\":true,\"method\":\"version\"}", "[1]"] {
             rig.router.handle(Array(text.utf8)) { lines.append($0) }
         }
-        #expect(lines.count == 4)
+        // Longer than any request OneKey's SDK makes (a V2 frame's piece is some
+        // kilobytes): refused before it is parsed, whatever it holds.
+        let huge = "{\"id\":1,\"method\":\"send\",\"params\":{\"data\":\"" + String(repeating: "ab", count: 600_000)
+        rig.router.handle(Array(huge.utf8)) { lines.append($0) }
+        #expect(lines.count == 5)
         #expect(lines.allSatisfy { $0.hasPrefix("{\"id\":null,\"error\":{\"code\":900,") })
+        #expect(lines.last?.contains("more than 1 MiB") == true, "\(lines.last?.prefix(200) ?? "")")
         #expect(await rig.call("nothing")?.code == 900)
         let version = await rig.call("version")
         #expect(version?.result as? String == "1.0.0")

@@ -31,6 +31,19 @@ struct ProcessIOTests {
         #expect(empty.end() == nil)
     }
 
+    /// Each read used to search the whole of a line still waiting for its
+    /// newline again: 8 MB in 4 KB reads took minutes (quadratic).
+    @Test("a long line arriving in many reads is searched once: each byte once, whatever the chunking")
+    func longLineIsSearchedOnce() {
+        var splitter = LineSplitter()
+        let piece = ArraySlice([UInt8](repeating: UInt8(ascii: "a"), count: 4_096))
+        for _ in 0..<2_048 { #expect(splitter.feed(piece).isEmpty) }  // 8 MiB, no newline yet
+        let tail = ArraySlice("b\nnext\nrest".utf8)
+        #expect(splitter.feed(tail).map(\.utf8.count) == [8 * 1_048_576 + 1, 4])
+        #expect(splitter.bytesSearched == 8 * 1_048_576 + tail.count)
+        #expect(splitter.end() == "rest")
+    }
+
     @Test("from a descriptor: every line, a long one across reads, and an early stop")
     func readsDescriptor() throws {
         let long = String(repeating: "0123456789ABCDEF", count: 1_000)  // 16,000 bytes: several reads

@@ -28,6 +28,11 @@ package enum StandardInputLines {
 /// "\r\n", invalid UTF-8 repaired; a last line without a newline counts.
 package struct LineSplitter {
     private var pending: [UInt8] = []
+    /// How much of `pending` is known to hold no newline: a long line is
+    /// searched once, not again with every read that extends it.
+    private var searched = 0
+    /// Bytes searched for a newline so far (for tests: each byte once).
+    package private(set) var bytesSearched = 0
 
     package init() {}
 
@@ -36,17 +41,23 @@ package struct LineSplitter {
         pending.append(contentsOf: bytes)
         var lines: [String] = []
         var start = 0
-        while let newline = pending[start...].firstIndex(of: 0x0A) {
+        while let newline = pending[max(start, searched)...].firstIndex(of: 0x0A) {
+            bytesSearched += newline + 1 - max(start, searched)
             lines.append(Self.line(pending[start..<newline]))
             start = newline + 1
         }
+        bytesSearched += pending.count - max(start, searched)
         pending.removeFirst(start)
+        searched = pending.count
         return lines
     }
 
     /// The last line, when the input ended without a newline.
     package mutating func end() -> String? {
-        defer { pending = [] }
+        defer {
+            pending = []
+            searched = 0
+        }
         return pending.isEmpty ? nil : Self.line(pending[...])
     }
 
