@@ -136,12 +136,25 @@ package final class BleBridge {
         return capacity(of: id)
     }
 
-    /// Ends every device's session and link (the host is going away): every
-    /// request still waiting is rejected with 720.
-    package func disconnectAll() {
+    /// Ends every device's session and link: the requests waiting on them are rejected with 720.
+    private func disconnectAll() {
         for id in machines.keys.sorted(by: { $0.uuidString < $1.uuidString }) where machines[id]?.phase != .idle {
             disconnect(uuid: id.uuidString) { _ in }
         }
+    }
+
+    /// The host is going away (its web view, its input): every link ends and
+    /// every request still waiting is answered now, with 720 (a parked
+    /// `receive`, a `send`, a `connect`, an `enumerate`, a call waiting for
+    /// Bluetooth's state). The bridge stays usable.
+    package func close(_ reason: String) {
+        disconnectAll()
+        let error = BridgeError(.deviceDisconnected, reason)
+        finishEnumerate(.failure(error))
+        let waiters = stateWaiters
+        stateWaiters = []
+        cancelStateTimer()
+        for waiter in waiters { waiter.fail(error) }
     }
 
     /// Requests not answered yet (for tests: every request is answered once).

@@ -66,9 +66,12 @@ public final class XTalkBleBridgeMessageHandler: NSObject, WKScriptMessageHandle
             WKUserScript(source: Self.pluginScript, injectionTime: .atDocumentStart, forMainFrameOnly: true))
     }
 
-    /// Removes the handler (WebKit holds it strongly until then).
+    /// Removes the handler (WebKit holds it strongly until then), ends every
+    /// link and answers every call still waiting (720): WebKit requires each
+    /// reply handler to be called once, and the page is going away.
     public func uninstall(from userContentController: WKUserContentController) {
         userContentController.removeScriptMessageHandler(forName: Self.handlerName, contentWorld: .page)
+        router.bridge.close("the web view's Bluetooth bridge was uninstalled")
     }
 
     /// One plugin call: `{method, params}` in, the router's JSON reply text out

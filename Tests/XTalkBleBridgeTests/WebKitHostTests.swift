@@ -85,5 +85,28 @@
             ) { _, error in webKitError = error }
             #expect(webKitError != nil)
         }
+
+        /// WebKit's reply handlers must each be called once: a handler released
+        /// uncalled is an error in WebKit. Uninstalling answers every request
+        /// still waiting and ends the links.
+        @Test func uninstallAnswersWhatIsStillWaiting() async throws {
+            let devices = try #require(await post("enumerate")?["result"] as? [[String: Any]])
+            let uuid = try #require(devices.first?["id"] as? String)
+            #expect(await post("connect", ["uuid": uuid])?["result"] is NSNull)
+            var parked: (Any?, String?)?
+            controller.postMessage(
+                ["method": "receive", "params": ["uuid": uuid]], name: XTalkBleBridgeMessageHandler.handlerName,
+                frameInfo: WKFrameInfo(
+                    isMainFrame: true, securityOrigin: WKSecurityOrigin(protocol: "file", host: "", port: 0))
+            ) { reply, error in parked = (reply, error) }
+            await clock.advance(by: .milliseconds(100))
+            #expect(parked == nil, "nothing to receive: the request waits")
+            handler.uninstall(from: controller)
+            let reply = try #require(parked?.0 as? String, "answered by uninstall")
+            let object = try JSONSerialization.jsonObject(with: Data(reply.utf8)) as? [String: Any]
+            #expect((object?["error"] as? [String: Any])?["code"] as? Int == 720)
+            await BridgeRig.advance(clock, until: { !environment.peripherals[0].isConnected }, within: .seconds(5))
+            #expect(!environment.peripherals[0].isConnected, "the link ended")
+        }
     }
 #endif

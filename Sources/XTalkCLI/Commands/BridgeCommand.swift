@@ -74,9 +74,9 @@ enum BridgeCommand {
             guard line.contains(where: { !$0.isWhitespace }) else { continue }
             router.handle(Array(line.utf8)) { reply in context.writeOut(reply) }
         }
-        // The end of input: every link ends, so every request still waiting
-        // (a parked receive) is answered before the host exits.
-        bridge.disconnectAll()
+        // The end of input: every link ends, and every request still waiting
+        // (a parked receive, a call waiting for Bluetooth) is answered before the host exits.
+        bridge.close("the host's input ended")
         let deadline = context.elapsed + .seconds(5)
         while bridge.pendingRequestCount > 0, context.elapsed < deadline {
             do { try await context.sleep(for: .milliseconds(10)) } catch { break }
