@@ -281,9 +281,7 @@ package final class BleBridge {
         case .connected(let id): update(id) { $0.linkUp() }
         case .failedToConnect(let id, let error): update(id) { $0.connectFailed(error) }
         case .disconnected(let id, let error):
-            update(id) {
-                $0.linkEnded(BridgeError(.deviceDisconnected, "the link was lost: \(error?.message ?? "disconnected")"))
-            }
+            update(id) { $0.linkEnded(BridgeDeviceMachine.linkLoss(error)) }
         case .servicesDiscovered(let id, let services, let error):
             update(id) { $0.servicesDiscovered(services, error: error) }
         case .characteristicsDiscovered(let id, let service, let characteristics, let error):

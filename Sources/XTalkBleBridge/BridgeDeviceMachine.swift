@@ -322,10 +322,11 @@ package struct BridgeDeviceMachine: Sendable {
         guard phase == .subscribing, characteristic == profile.notifyRef else { return [] }
         if let error {
             switch error.code {
-            case .insufficientEncryption:  // the pairing the encrypted characteristic needs failed
+            case .insufficientEncryption, .insufficientAuthentication:
+                // the pairing the protected characteristic needs failed or was refused
                 return fail(BridgeError(.deviceNotBonded, "pairing failed: \(error.message)"))
             case .peerRemovedPairing:
-                return fail(BridgeError(.peerRemovedPairing, error.message))
+                return fail(Self.peerRemovedPairing(error))
             default:
                 return fail(BridgeError(.characteristicNotify, "subscribing failed: \(error.message)"))
             }
@@ -403,7 +404,22 @@ package struct BridgeDeviceMachine: Sendable {
     /// The link failed to come up (`failedToConnect`).
     package mutating func connectFailed(_ error: BleBackendError?) -> [Action] {
         guard phase == .connecting else { return [] }
+        if error?.code == .peerRemovedPairing { return fail(Self.peerRemovedPairing(error)) }
         return fail(BridgeError(.connected, "connecting failed: \(error?.message ?? "the device did not connect")"))
+    }
+
+    /// A lost link's error in the contract's code: 719 when the device forgot
+    /// its bond with this phone (iOS ends the link with that error), else 720.
+    package static func linkLoss(_ error: BleBackendError?) -> BridgeError {
+        if error?.code == .peerRemovedPairing { return peerRemovedPairing(error) }
+        return BridgeError(.deviceDisconnected, "the link was lost: \(error?.message ?? "disconnected")")
+    }
+
+    private static func peerRemovedPairing(_ error: BleBackendError?) -> BridgeError {
+        BridgeError(
+            .peerRemovedPairing,
+            "the device removed its pairing with this phone (\(error?.message ?? "peer removed pairing")): "
+                + "forget it in the system's Bluetooth settings, then pair again")
     }
 
     /// The link was lost, or Bluetooth went away (`error` says which, in the contract's code).

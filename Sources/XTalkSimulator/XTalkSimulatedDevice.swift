@@ -364,7 +364,9 @@ public struct XTalkSimulatedGatt: Sendable {
     public var hasPassthroughRX: Bool
     /// TX supports write-without-response (otherwise only write with response).
     public var txSupportsWriteWithoutResponse: Bool
-    /// Refuse the RX notification subscription with this ATT error text.
+    /// Refuse the RX notification subscription with this ATT error text; the
+    /// error is the one the text names ("insufficient authentication",
+    /// "Encryption is insufficient", "Write not permitted"; else unknown).
     public var subscriptionRefusal: String?
     /// Refuse writes to TX with this ATT error text: writes with response
     /// report it, writes without response are silently lost (and counted).

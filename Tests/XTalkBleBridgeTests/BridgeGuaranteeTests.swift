@@ -82,15 +82,16 @@ struct BridgeConnectTests {
 
 enum BridgeConnectFailure: CaseIterable, CustomTestStringConvertible {
     case noService, noWriteCharacteristic, noNotifyCharacteristic, refusedSubscription, pairingCancelled
-    case connectionNeverCompletes
+    case connectionNeverCompletes, peerRemovedPairing, authenticationInsufficient
 
     var code: Int {
         switch self {
         case .noService: 706
         case .noWriteCharacteristic, .noNotifyCharacteristic: 707
         case .refusedSubscription: 709
-        case .pairingCancelled: 705
+        case .pairingCancelled, .authenticationInsufficient: 705
         case .connectionNeverCompletes: 713
+        case .peerRemovedPairing: 719
         }
     }
 
@@ -104,6 +105,8 @@ enum BridgeConnectFailure: CaseIterable, CustomTestStringConvertible {
         case .refusedSubscription: device.gatt.subscriptionRefusal = "Write not permitted"
         case .pairingCancelled: device.gatt.pairing = .userCancels(after: .seconds(1))
         case .connectionNeverCompletes: device.link.connectionNeverCompletes = true
+        case .peerRemovedPairing: device.gatt.pairing = .peerRemovedPairing
+        case .authenticationInsufficient: device.gatt.subscriptionRefusal = "Authentication is insufficient."
         }
     }
 

@@ -262,7 +262,7 @@ package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
                 peripheral.post(
                     .notificationStateUpdated(
                         peripheral: id, characteristic: characteristic, isNotifying: false,
-                        error: BleBackendError(.insufficientAuthentication, refusal)))
+                        error: BleBackendError(Self.attError(named: refusal), refusal)))
                 return
             }
             if characteristic.characteristic == peripheral.device.gatt.rxUUID { link.setSubscribed(enabled) }
@@ -270,6 +270,16 @@ package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
                 .notificationStateUpdated(
                     peripheral: id, characteristic: characteristic, isNotifying: enabled, error: nil))
         }
+    }
+
+    /// The ATT error an error text names (CoreBluetooth's texts, or words of them).
+    static func attError(named text: String) -> BleBackendError.Code {
+        let words = text.lowercased()
+        if words.contains("authentication") { return .insufficientAuthentication }
+        if words.contains("encryption") { return .insufficientEncryption }
+        if words.contains("write not permitted") { return .writeNotPermitted }
+        if words.contains("read not permitted") { return .readNotPermitted }
+        return .unknown
     }
 
     package func readValue(for characteristic: BleCharacteristicRef, of id: UUID) {
