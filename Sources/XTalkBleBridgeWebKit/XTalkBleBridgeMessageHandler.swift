@@ -88,9 +88,14 @@ public final class XTalkBleBridgeMessageHandler: NSObject, WKScriptMessageHandle
                         BridgeError(.lowlevelTransportConnect, "this page may not use the Bluetooth bridge"))),
                 nil)
         }
-        guard let body = message.body as? [String: Any], let method = body["method"] as? String,
-            let request = try? JSONSerialization.data(
-                withJSONObject: ["id": 0, "method": method, "params": body["params"] as? [String: Any] ?? [:]])
+        let object: [String: Any]? = (message.body as? [String: Any]).flatMap { body in
+            guard let method = body["method"] as? String else { return nil }
+            return ["id": 0, "method": method, "params": body["params"] as? [String: Any] ?? [:]]
+        }
+        // Checked first: on Apple platforms, serializing what JSON cannot hold
+        // (a JavaScript Date arrives as a Date; NaN) raises an exception.
+        guard let object, JSONSerialization.isValidJSONObject(object),
+            let request = try? JSONSerialization.data(withJSONObject: object)
         else {
             return replyHandler(
                 BridgeRouter.encode(

@@ -86,6 +86,16 @@
             #expect(webKitError != nil)
         }
 
+        /// WebKit hands over what the page posted: a JavaScript Date arrives
+        /// as a Date, which JSON cannot hold (on Apple, serializing it raises
+        /// an Objective-C exception that would end the app).
+        @Test func aMessageJSONCannotHoldIsRefused() async {
+            let error = await post("send", ["uuid": "x", "data": "00", "when": Date()])?["error"] as? [String: Any]
+            #expect(error?["code"] as? Int == 900)
+            let nan = await post("send", ["uuid": "x", "data": "00", "n": Double.nan])?["error"] as? [String: Any]
+            #expect(nan?["code"] as? Int == 900)
+        }
+
         /// WebKit's reply handlers must each be called once: a handler released
         /// uncalled is an error in WebKit. Uninstalling answers every request
         /// still waiting and ends the links.
