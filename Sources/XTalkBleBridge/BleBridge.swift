@@ -74,10 +74,10 @@ package final class BleBridge {
         guard let id = deviceID(uuid) else {
             return completion(.failure(BridgeError(.connected, "\"\(uuid)\" is not a device id")))
         }
+        // Not only devices enumerated by this process: an app relaunched with
+        // the id it stored connects without searching first (the system knows
+        // the device by its identifier; an id it does not know fails the connect, 704).
         whenUsable(completion) { [self] in
-            guard machines[id] != nil || names[id] != nil else {
-                return completion(.failure(BridgeError(.connected, "no device \(uuid) was found: enumerate first")))
-            }
             let request = register(completion)
             update(id) { $0.connect(request) }
         }

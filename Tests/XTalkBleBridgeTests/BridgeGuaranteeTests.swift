@@ -71,6 +71,16 @@ struct BridgeConnectTests {
         #expect(rig.bridge.pendingRequestCount == 0)
     }
 
+    /// OneKey's apps store the device's id and connect with it after a
+    /// relaunch, without searching first: the system still knows the device.
+    @Test func aKnownDeviceConnectsWithoutAnEnumerateInThisProcess() async throws {
+        let rig = BridgeRig()
+        _ = rig.request("init")
+        #expect(await rig.call("connect", rig.params())?.isNull == true)
+        #expect(await rig.call("send", rig.params("\"data\":\"0a0b\""))?.isNull == true)
+        #expect(await rig.call("receive", rig.params())?.hex == "0a0b")
+    }
+
     @Test func anUnknownDeviceIsRejected() async {
         let rig = BridgeRig()
         _ = rig.request("init")
