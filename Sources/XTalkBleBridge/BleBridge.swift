@@ -368,7 +368,11 @@ package final class BleBridge {
                 let waiters = self.stateWaiters
                 self.stateWaiters = []
                 for waiter in waiters {
-                    waiter.fail(BridgeError(.poweredOff, "Bluetooth did not become available in time"))
+                    waiter.fail(
+                        BridgeError(
+                            .poweredOff,
+                            "Bluetooth's state was still not known after \(self.stateWait) "
+                                + "(is the Bluetooth permission prompt still open?)"))
                 }
             }
         }

@@ -286,6 +286,20 @@ struct BridgeLifecycleTests {
         }
     }
 
+    /// While the state is not known (a permission prompt still open, a stack
+    /// restarting), a call waits for it, bounded, and then says why it failed.
+    @Test func aStateThatStaysUnknownAnswersAfterItsWait() async {
+        let rig = BridgeRig()
+        rig.environment.setBluetoothState(.resetting)
+        let parked = rig.request("enumerate")
+        await rig.clock.advance(by: .seconds(9))
+        #expect(rig.reply(to: parked) == nil, "still waiting for Bluetooth's state")
+        let reply = await rig.await(parked)
+        #expect(reply?.code == 721)
+        #expect(reply?.line.contains("permission prompt") == true, "\(reply?.line ?? "no reply")")
+        #expect(rig.bridge.pendingRequestCount == 0)
+    }
+
     @Test func permissionDeniedIs701() async {
         let rig = BridgeRig()
         rig.environment.authorization = .denied
