@@ -76,6 +76,35 @@ struct BlueZClientTests {
         #expect(failures.isEmpty)
     }
 
+    /// A gateway restarted with the identifier it stored (the bridge's
+    /// `connect(uuid)` after a relaunch): bluetoothd still has the device's
+    /// object, and the connect needs no scan, as on iOS.
+    @Test("a device bluetoothd knows connects by its identifier without a scan in this process")
+    func connectsByKnownIdentifier() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let first = rig.client()
+        let result = try await first.connectFirstDevice(rig: rig)
+        first.teardown()
+        #expect(await eventually { !rig.fake.isConnected(address: "C0:FF:EE:00:00:01") })
+        let backend = BlueZBackend(
+            scheduler: ClockTimerScheduler(clock: ContinuousClock()), environment: rig.systemEnvironment)
+        var events: [String] = []
+        backend.eventHandler = { event in
+            switch event {
+            case .connected: events.append("connected")
+            case .failedToConnect(_, let error): events.append("failed: \(error?.message ?? "")")
+            default: break
+            }
+        }
+        backend.activate(showPowerAlert: false, restoreIdentifier: nil)
+        #expect(await eventually { backend.state == .poweredOn })
+        backend.connect(result.id)
+        #expect(await eventually { !events.isEmpty })
+        #expect(events == ["connected"])
+        backend.cancelPeripheralConnection(result.id)
+    }
+
     /// BlueZ keeps a link for 2 s after Disconnect and answers Connect at
     /// once while it stands: a connect right after a disconnect must wait
     /// for the old link to go, or it is "connected" on a link about to drop.

@@ -432,6 +432,19 @@ package final class BlueZBackend: BleBackend {
         if interfaces.contains(BlueZInterface.adapter) { adapterChanged() }
     }
 
+    /// A device bluetoothd knows (paired, or heard before: it keeps their
+    /// objects) that this process has not heard: a gateway restarted with
+    /// the identifier it stored connects without a scan, as on iOS.
+    private func knownDevicePath(_ peripheral: UUID) -> String? {
+        guard let adapter else { return nil }
+        let path = tree.devices(of: adapter).first { path in
+            tree.properties(path, BlueZInterface.device)?["Address"]?.stringValue
+                .flatMap(BlueZ.identifier(address:)) == peripheral
+        }
+        if let path { devicePaths[peripheral] = path }
+        return path
+    }
+
     private func connectionID(path: String) -> UUID? {
         connections.first { $0.value.path == path }?.key
     }
@@ -556,7 +569,9 @@ package final class BlueZBackend: BleBackend {
         guard state == .poweredOn, bus != nil else { return }
         nextGeneration += 1
         let generation = nextGeneration
-        guard let path = devicePaths[peripheral], tree.properties(path, BlueZInterface.device) != nil else {
+        guard let path = devicePaths[peripheral] ?? knownDevicePath(peripheral),
+            tree.properties(path, BlueZInterface.device) != nil
+        else {
             // Reported later, as every seam event (unless the app cancels first).
             connections[peripheral] = Connection(generation: generation, path: "")
             _ = scheduler.schedule(after: .zero) { [weak self] in
