@@ -63,6 +63,30 @@ struct BlueZAdapterTests {
         client.teardown()
     }
 
+    /// The gateway's service starts before bluetoothd, which then owns its
+    /// name before it has its adapter: the wait for the adapter still happens.
+    @Test("bluetoothd starts after the app, without its adapter yet: a scan waits for the adapter")
+    func bluetoothdThenAdapterAfterTheApp() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.stop()
+        let client = rig.client()
+        client.startScan()
+        #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
+        #expect(client.bluetoothUnavailableReason == "BlueZ (bluetoothd) is not running on the system bus")
+        rig.fake.setAdapterPresent(false)
+        try await rig.fake.start(busAddress: rig.bus.address)
+        #expect(
+            await eventually {
+                client.bluetoothUnavailableReason == "BlueZ has no Bluetooth adapter yet; waiting for one"
+            }, "\(client.bluetoothUnavailableReason ?? "nil")")
+        client.startScan()
+        #expect(client.connectionState == .scanning)
+        rig.fake.setAdapterPresent(true)
+        #expect(await eventually { !client.scanResults.isEmpty })
+        client.teardown()
+    }
+
     @Test("no adapter comes: a waiting scan fails with .bluetoothUnavailable and a reason, and so does the next")
     func noAdapterAtAll() async throws {
         let rig = try await BlueZRig.start { $0.setAdapterPresent(false) }

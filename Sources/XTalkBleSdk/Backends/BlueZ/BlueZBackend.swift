@@ -117,6 +117,9 @@ package final class BlueZBackend: BleBackend {
     private var adapter: String?
     /// Counts adapter choices: a wait for an adapter ends when another comes.
     private var adapterWait: UInt64 = 0
+    /// This bluetoothd had no adapter for `adapterWaitLimit`: `.unsupported`
+    /// until one comes (a new bluetoothd, or the bus again, waits anew).
+    private var adapterWaitExpired = false
     /// org.bluez's unique name: signals from anyone else are ignored.
     private var bluezOwner: String?
     /// The services a scan asked for: nil while the client is not scanning.
@@ -194,6 +197,7 @@ package final class BlueZBackend: BleBackend {
     }
 
     private func busClosed(_ reason: String) {
+        forgetAdapterWait()
         bus = nil
         bluezOwner = nil
         tree = BlueZObjectTree()
@@ -267,9 +271,12 @@ package final class BlueZBackend: BleBackend {
             return
         }
         adapterWait += 1
-        if let old, old != chosen, state == .poweredOn {
-            devicePaths.removeAll()
-            setState(.unknown, reason: "moving to the Bluetooth adapter \(Self.name(of: chosen))")
+        adapterWaitExpired = false
+        if let old, old != chosen {
+            devicePaths.removeAll()  // the old adapter's device objects
+            if state == .poweredOn {
+                setState(.unknown, reason: "moving to the Bluetooth adapter \(Self.name(of: chosen))")
+            }
         }
         if isPowered(chosen) {
             setState(.poweredOn, reason: nil)
@@ -290,15 +297,24 @@ package final class BlueZBackend: BleBackend {
     /// restart; a USB dongle plugged in again), so the state stays `.unknown`
     /// (a scan waits) for `adapterWaitLimit`, then is `.unsupported`.
     private func noAdapter() {
+        devicePaths.removeAll()  // a dongle plugged in again may come back as another hciN
         // Waited already: only an adapter coming changes that.
-        guard state != .unsupported || bluezOwner == nil else { return }
+        guard !adapterWaitExpired else { return }
         adapterWait += 1
         let waiting = adapterWait
         setState(.unknown, reason: "BlueZ has no Bluetooth adapter yet; waiting for one")
         _ = scheduler.schedule(after: Self.adapterWaitLimit) { [weak self] in
-            guard let self, self.adapterWait == waiting, self.bus != nil, self.bluezOwner != nil else { return }
+            guard let self, self.adapterWait == waiting, self.state == .unknown else { return }
+            self.adapterWaitExpired = true
             self.setState(.unsupported, reason: "BlueZ has no Bluetooth adapter")
         }
+    }
+
+    /// bluetoothd or the bus went: a wait for an adapter of before is over,
+    /// and the next bluetoothd gets its own.
+    private func forgetAdapterWait() {
+        adapterWait += 1
+        adapterWaitExpired = false
     }
 
     private static func name(of adapter: String) -> String {
@@ -363,6 +379,7 @@ package final class BlueZBackend: BleBackend {
         else { return }
         tree = BlueZObjectTree()
         adapter = nil
+        forgetAdapterWait()
         if newOwner.isEmpty {
             bluezOwner = nil
             setState(.resetting, reason: "bluetoothd stopped; waiting for it to come back")
@@ -569,8 +586,10 @@ package final class BlueZBackend: BleBackend {
         guard state == .poweredOn, bus != nil else { return }
         nextGeneration += 1
         let generation = nextGeneration
-        guard let path = devicePaths[peripheral] ?? knownDevicePath(peripheral),
-            tree.properties(path, BlueZInterface.device) != nil
+        let cached = devicePaths[peripheral].flatMap { path in
+            tree.properties(path, BlueZInterface.device)?["Adapter"]?.stringValue == adapter ? path : nil
+        }
+        guard let path = cached ?? knownDevicePath(peripheral), tree.properties(path, BlueZInterface.device) != nil
         else {
             // Reported later, as every seam event (unless the app cancels first).
             connections[peripheral] = Connection(generation: generation, path: "")
