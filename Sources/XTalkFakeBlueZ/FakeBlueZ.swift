@@ -76,6 +76,10 @@ package final class FakeBlueZ {
     /// link ends, before `Connected=false` (bluetoothd may handle the ATT
     /// channel's close before the controller's disconnection event).
     package var cachesGatt = true
+    /// Without the cache, how long after the GATT objects went bluetoothd
+    /// reports a lost link down (in reality within milliseconds; longer here,
+    /// so that a client must show it waits for the link's own end).
+    package var gattCleanupLead: Duration = .milliseconds(100)
     /// When true, connections never report `ServicesResolved` (nor answer `Connect`).
     package var holdsServicesResolved = false
     /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
@@ -271,22 +275,41 @@ package final class FakeBlueZ {
 
     /// bluetoothd handles a Service Changed indication from the device at
     /// `address` (its GATT database changed while connected, as after a
-    /// firmware update): the GATT objects go (InterfacesRemoved; calls on
-    /// them fail, their write sockets close, subscriptions are gone), and
-    /// once rediscovered come again, unsubscribed (InterfacesAdded). The link
-    /// stays. Returns whether the device was connected with its services resolved.
+    /// firmware update): the objects of the services it affects (`service`,
+    /// or all) go (InterfacesRemoved; calls on them fail, their write sockets
+    /// close, subscriptions are gone), and once rediscovered come again,
+    /// unsubscribed (InterfacesAdded). The link and the other services stay.
+    /// Returns whether the device was connected, with such a service resolved.
     @discardableResult
-    package func changeServices(address: String) -> Bool {
+    package func changeServices(address: String, service uuid: BleUUID? = nil) -> Bool {
         guard let device = devices.values.first(where: { $0.address == address.uppercased() }), device.connected,
             device.resolved
         else { return false }
-        let pendingCalls = pendingCalls(of: device)
-        for characteristic in device.services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
-        unexportGatt(device)
+        let affected = device.services.filter { uuid == nil || $0.uuid == uuid }
+        guard !affected.isEmpty else { return false }
+        let characteristics = affected.flatMap(\.characteristics)
+        let pendingCalls = characteristics.flatMap {
+            $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.compactMap(\.call)
+        }
+        for characteristic in characteristics { releaseWriteSocket(characteristic) }
+        for service in affected {
+            for path in device.exported.filter({ $0 == service.path || $0.hasPrefix(service.path + "/") })
+                .sorted(by: >)
+            {
+                device.exported.remove(path)
+                interfacesRemoved(path, [Self.interface(of: path)])
+            }
+        }
+        let gone = Set(affected.map(\.path))
+        device.services.removeAll { gone.contains($0.path) }
         for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Operation failed", to: call) }
         _ = radio.scheduler.schedule(after: controllerDelay) { [weak self] in
-            guard let self, device.connected, device.services.isEmpty else { return }
-            self.exportGatt(device)
+            guard let self, device.connected else { return }
+            // Rediscovered: the services that stayed keep their objects (and state).
+            let kept = device.services
+            device.buildGatt(mtu: self.radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
+            device.services = device.services.map { fresh in kept.first { $0.path == fresh.path } ?? fresh }
+            self.exportServices(device)
         }
         return true
     }
@@ -371,6 +394,19 @@ package final class FakeBlueZ {
                 case .peripheralDisconnected?: ("org.bluez.Reason.Remote", "Connection terminated by remote user")
                 default: ("org.bluez.Reason.Unknown", "Unspecified")
                 }
+            if !cachesGatt, device.connected, !device.exported.isEmpty {
+                // Without the cache the objects go as the ATT channel closes;
+                // bluetoothd reports the link down once the controller's
+                // disconnection event comes, a moment later.
+                let pendingCalls = pendingCalls(of: device)
+                for characteristic in device.services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
+                unexportGatt(device)
+                for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Not connected", to: call) }
+                _ = radio.scheduler.schedule(after: gattCleanupLead) { [weak self] in
+                    self?.linkEnded(device, reason: reason, message: message)
+                }
+                return
+            }
             linkEnded(device, reason: reason, message: message)
         case .notificationStateUpdated(let id, let reference, let isNotifying, let error):
             guard let device = devices[id], let characteristic = device.characteristic(reference),
@@ -452,6 +488,11 @@ package final class FakeBlueZ {
     /// The device's GATT objects, as discovered on this link (those not exported yet).
     private func exportGatt(_ device: FakeDevice) {
         device.buildGatt(mtu: radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
+        exportServices(device)
+    }
+
+    /// The objects of the device's services not exported yet.
+    private func exportServices(_ device: FakeDevice) {
         for service in device.services {
             exportOnce(device, service.path, ["org.bluez.GattService1": service.properties])
             for characteristic in service.characteristics {
@@ -470,15 +511,16 @@ package final class FakeBlueZ {
 
     /// The device's GATT objects go (RemoveDevice, or the fake stopping).
     private func unexportGatt(_ device: FakeDevice) {
-        for path in device.exported.sorted(by: >) {
-            let interface =
-                path.contains("/desc")
-                ? "org.bluez.GattDescriptor1"
-                : path.contains("/char") ? "org.bluez.GattCharacteristic1" : "org.bluez.GattService1"
-            interfacesRemoved(path, [interface])
-        }
+        for path in device.exported.sorted(by: >) { interfacesRemoved(path, [Self.interface(of: path)]) }
         device.exported.removeAll()
         device.services = []
+    }
+
+    /// The interface of a GATT object, by its path (serviceXXXX, charXXXX, descXXXX).
+    private static func interface(of path: String) -> String {
+        path.contains("/desc")
+            ? "org.bluez.GattDescriptor1"
+            : path.contains("/char") ? "org.bluez.GattCharacteristic1" : "org.bluez.GattService1"
     }
 
     /// BlueZ's order when a link ends: ServicesResolved=false, Disconnected,

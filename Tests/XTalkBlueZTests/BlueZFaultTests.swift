@@ -105,6 +105,45 @@ struct BlueZFaultTests {
         client.teardown()
     }
 
+    /// Through the backend itself, which here uses the passthrough service
+    /// only: a change of another service (a DFU or battery service
+    /// appearing, changing) leaves the link; one of the passthrough's ends it.
+    @Test("Service Changed for a service the connection does not use leaves the link; for one it uses, ends it")
+    func serviceChangedOnlyForServicesInUse() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let backend = BlueZBackend(
+            scheduler: ClockTimerScheduler(clock: ContinuousClock()), environment: rig.systemEnvironment)
+        var events: [String] = []
+        var found: UUID?
+        backend.eventHandler = { event in
+            switch event {
+            case .discovered(let id, _, _): found = id
+            case .connected: events.append("connected")
+            case .characteristicsDiscovered: events.append("characteristics")
+            case .disconnected(_, let error): events.append("disconnected: \(error?.message ?? "")")
+            default: break
+            }
+        }
+        backend.activate(showPowerAlert: false, restoreIdentifier: nil)
+        #expect(await eventually { backend.state == .poweredOn })
+        backend.scanForPeripherals(withServices: [])
+        #expect(await eventually { found != nil })
+        backend.stopScan()
+        let id = try #require(found)
+        backend.connect(id)
+        #expect(await eventually { events == ["connected"] })
+        backend.discoverCharacteristics(nil, for: XTalkGatt.passthroughService, of: id)
+        #expect(await eventually { events == ["connected", "characteristics"] })
+        #expect(rig.fake.changeServices(address: "C0:FF:EE:00:00:01", service: XTalkGatt.batteryService))
+        // Three times the backend's grace (250 ms) without an event: the link stays.
+        #expect(!(await eventually(within: .milliseconds(750)) { events.count > 2 }), "\(events)")
+        #expect(events == ["connected", "characteristics"], "a service it does not use")
+        #expect(rig.fake.changeServices(address: "C0:FF:EE:00:00:01", service: XTalkGatt.passthroughService))
+        #expect(await eventually { events.count == 3 })
+        #expect(events.last == "disconnected: the device changed its services")
+    }
+
     /// Without the cache, BlueZ removes a device's GATT objects as its link
     /// ends, possibly before it reports the link down: that is not a change
     /// of services, and the link ends with its own reason.

@@ -99,6 +99,8 @@ package final class BlueZBackend: BleBackend {
         var mtu = 23
         /// A characteristic in use went (see `servicesChanged`).
         var servicesChanged = false
+        /// The services whose characteristics the connection discovered: the ones it uses.
+        var usedServices: Set<BleUUID> = []
         /// AcquireWrite's socket per characteristic path; dropping one closes it.
         var writeSockets: [String: WriteSocketState] = [:]
     }
@@ -441,7 +443,11 @@ package final class BlueZBackend: BleBackend {
         }
         if interfaces.contains(BlueZInterface.characteristic) {
             subscriptions[path] = nil
-            for (id, connection) in connections where connection.reported && connection.paths.values.contains(path) {
+            for (id, connection) in connections where connection.reported {
+                // Only a service the connection uses: one added or changed beside it (a DFU service) changes nothing.
+                guard let reference = connection.paths.first(where: { $0.value == path })?.key,
+                    connection.usedServices.contains(reference.service)
+                else { continue }
                 servicesChanged(id, generation: connection.generation)
             }
         }
@@ -784,6 +790,7 @@ package final class BlueZBackend: BleBackend {
 
     package func discoverCharacteristics(_ characteristics: [BleUUID]?, for service: BleUUID, of peripheral: UUID) {
         guard let (path, generation) = connectedPath(peripheral) else { return }
+        connections[peripheral]?.usedServices.insert(service)
         var found: [BleCharacteristicInfo] = []
         if let servicePath = tree.services(of: path).first(where: { $0.uuid == service })?.path {
             for characteristic in tree.characteristics(of: servicePath)
