@@ -78,6 +78,11 @@ package final class BleBridge {
         // the id it stored connects without searching first (the system knows
         // the device by its identifier; an id it does not know fails the connect, 704).
         whenUsable(completion) { [self] in
+            if names[id] == nil {
+                // Connected by a stored id: listed by `enumerate` as a device connected through the bridge.
+                names[id] = ""
+                order.append(id)
+            }
             let request = register(completion)
             update(id) { $0.connect(request) }
         }

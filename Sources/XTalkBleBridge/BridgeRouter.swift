@@ -9,7 +9,7 @@ import Foundation
 ///
 /// Requests run concurrently (a parked `receive` does not hold up a `send`);
 /// each is answered exactly once, with its own id. A request that is not
-/// JSON, is longer than 1 MiB, has no numeric id, or names no known method
+/// JSON, has no numeric id, is longer than 1 MiB, or names no known method
 /// is answered at once with code 900 (its id, or null when it has none). Payload hex is never
 /// logged or echoed in errors.
 @MainActor
@@ -35,12 +35,8 @@ package final class BridgeRouter {
     }
 
     package func handle(_ request: [UInt8], reply: @escaping Reply) {
-        guard request.count <= Self.maximumRequestLength else {
-            return reply(
-                Self.encode(
-                    id: nil,
-                    .failure(Self.badRequest("the request is \(request.count) bytes long, more than 1 MiB"))))
-        }
+        // (Parsed first, in linear time, so that even a request refused for its
+        // length is answered with its own id: hosts match replies by id.)
         let object: BridgeJSON
         do {
             object = try BridgeJSON.parse(request)
@@ -52,6 +48,9 @@ package final class BridgeRouter {
         }
         let id = BridgeJSON.number(number).encoded  // the id as given (integers without a fraction)
         let finish: BleBridge.Completion = { result in reply(Self.encode(id: id, result)) }
+        guard request.count <= Self.maximumRequestLength else {
+            return finish(.failure(Self.badRequest("the request is \(request.count) bytes long, more than 1 MiB")))
+        }
         guard let method = object["method"]?.string else {
             return finish(.failure(Self.badRequest("the request has no method")))
         }
