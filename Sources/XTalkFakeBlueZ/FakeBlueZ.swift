@@ -31,7 +31,8 @@ import XTalkSimulator
 ///
 /// Fault knobs: link loss with each reason (`loseLink`), the adapter off
 /// (`setPowered`), unplugged or added late (`setAdapterPresent`), another
-/// adapter (`addIdleAdapter`), bluetoothd gone and back (`stop`/`restart`), any method
+/// adapter (`addIdleAdapter`), bluetoothd gone and back (`stop`/`restart`:
+/// the devices once connected are known again, as from BlueZ's storage), any method
 /// failing once with any error (`failNext`: `InProgress`, `NotPermitted`, …),
 /// `ServicesResolved` never arriving (`holdsServicesResolved`), an acquired
 /// write socket hung up while the link stays (`hangUpWriteSockets`). The
@@ -163,7 +164,19 @@ package final class FakeBlueZ {
         for device in devices.values where device.connected || device.connectCall != nil {
             radio.cancelPeripheralConnection(device.id)
         }
-        devices.removeAll()
+        // The next bluetoothd loads the devices that were connected from its
+        // storage (BlueZ stores a device once connected: no longer temporary),
+        // disconnected and unheard; it forgets the others.
+        devices = devices.filter { $0.value.remembered }
+        for device in devices.values {
+            if let timer = device.disconnectTimer { radio.scheduler.cancel(timer) }
+            device.disconnectTimer = nil
+            device.disconnectCalls = []
+            device.reset()
+            device.rssi = nil
+            device.services = []
+            device.exported = []
+        }
         if discovering { radio.stopScan() }
         discovering = false
         discoveryCall = nil
@@ -367,6 +380,7 @@ package final class FakeBlueZ {
         case .connected(let id):
             guard let device = devices[id], let call = device.connectCall else { return }
             device.connected = true
+            device.remembered = true
             changed(device.path, "org.bluez.Device1", ["Connected": .boolean(true)])
             // BlueZ answers an LE Connect once the ATT channel is up, before it
             // resolves the services (src/device.c, att_connect_cb).
@@ -1126,6 +1140,8 @@ final class FakeDevice {
     /// The last advertisement's RSSI while discovering (nil: not current).
     var rssi: Int?
     var connected = false
+    /// It was connected once: bluetoothd stores it, and a restarted one still knows it.
+    var remembered = false
     var resolved = false
     var connectCall: DBusMessage?
     /// Disconnect calls answered once the link is gone, and the timer that drops it.

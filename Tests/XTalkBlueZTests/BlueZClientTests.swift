@@ -79,14 +79,18 @@ struct BlueZClientTests {
     /// A gateway restarted with the identifier it stored (the bridge's
     /// `connect(uuid)` after a relaunch): bluetoothd still has the device's
     /// object, and the connect needs no scan, as on iOS.
-    @Test("a device bluetoothd knows connects by its identifier without a scan in this process")
-    func connectsByKnownIdentifier() async throws {
+    /// (Also after bluetoothd restarted: it loads the devices once connected from its storage.)
+    @Test(
+        "a device bluetoothd knows connects by its identifier without a scan in this process",
+        arguments: [false, true])
+    func connectsByKnownIdentifier(bluetoothdRestarted: Bool) async throws {
         let rig = try await BlueZRig.start()
         defer { rig.stop() }
         let first = rig.client()
         let result = try await first.connectFirstDevice(rig: rig)
         first.teardown()
         #expect(await eventually { !rig.fake.isConnected(address: "C0:FF:EE:00:00:01") })
+        if bluetoothdRestarted { try await rig.fake.restart(after: .milliseconds(50)) }
         let backend = BlueZBackend(
             scheduler: ClockTimerScheduler(clock: ContinuousClock()), environment: rig.systemEnvironment)
         var events: [String] = []
