@@ -202,24 +202,28 @@ package final class FakeBlueZ {
     /// Powers the adapter on or off (as `bluetoothctl power off`): links end first.
     package func setPowered(_ on: Bool) {
         guard on != powered, present else { return }
-        if !on {
-            for device in devices.values where device.connected {
-                radio.cancelPeripheralConnection(device.id)
-                linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
-            }
-            if let call = discoveryCall {
-                discoveryCall = nil
-                reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call)
-            }
-            if discovering {
-                radio.stopScan()
-                discovering = false
-                changed(adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)])
-            }
-        }
+        if !on { adapterStops(announcingDiscovery: true) }
         powered = on
         changed(
             adapterPath, "org.bluez.Adapter1", ["Powered": .boolean(on), "PowerState": .string(on ? "on" : "off")])
+    }
+
+    /// The adapter stops (powered off, or unplugged): its links and connects
+    /// end first, an unanswered discovery call is refused, discovery stops.
+    private func adapterStops(announcingDiscovery: Bool) {
+        for device in devices.values where device.connected || device.connectCall != nil {
+            radio.cancelPeripheralConnection(device.id)
+            linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
+        }
+        if let call = discoveryCall {
+            discoveryCall = nil
+            reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call)
+        }
+        if discovering {
+            radio.stopScan()
+            discovering = false
+            if announcingDiscovery { changed(adapterPath, "org.bluez.Adapter1", ["Discovering": .boolean(false)]) }
+        }
     }
 
     /// Powers the adapter `name` ("hci0", …) on or off: the xTalk devices'
@@ -265,18 +269,7 @@ package final class FakeBlueZ {
             interfacesAdded(adapterPath, ["org.bluez.Adapter1": adapterProperties])
             return
         }
-        for device in devices.values where device.connected || device.connectCall != nil {
-            radio.cancelPeripheralConnection(device.id)
-            linkEnded(device, reason: "org.bluez.Reason.Local", message: "Connection terminated by local host")
-        }
-        if let call = discoveryCall {
-            discoveryCall = nil
-            reply(error: "org.bluez.Error.NotReady", "Resource Not Ready", to: call)
-        }
-        if discovering {
-            radio.stopScan()
-            discovering = false
-        }
+        adapterStops(announcingDiscovery: false)  // its object goes: no property changes
         for device in devices.values.sorted(by: { $0.path < $1.path }) {
             unexportGatt(device)
             interfacesRemoved(device.path, ["org.bluez.Device1"])
