@@ -71,6 +71,18 @@ final class BlueZRig {
     }
 }
 
+extension BlueZRig {
+    /// bluetoothd stops; a new client's scan then fails, saying why (checked). Returns the client.
+    func clientWithoutBluetoothd() async -> XTalkBleClient {
+        fake.stop()
+        let client = client()
+        client.startScan()
+        #expect(await eventually { client.connectionState == .failed(.bluetoothUnavailable) })
+        #expect(client.bluetoothUnavailableReason == "BlueZ (bluetoothd) is not running on the system bus")
+        return client
+    }
+}
+
 extension XTalkBleClient {
     /// Scans until a device shows, connects to it and waits for `atReady` (all bounded).
     func connectFirstDevice(rig: BlueZRig) async throws -> XTalkScanResult {
