@@ -364,8 +364,14 @@
             return peripheral
         }
 
+        /// What `retrievePeripherals(withIdentifiers:)` can return: the
+        /// peripherals this app has seen, and those the system knows from
+        /// before (bonded with the phone: an app relaunched with an id it stored).
         package func knownPeripherals(_ manager: CBCentralManager) -> [CBPeripheral] {
-            Array(peripherals.values)
+            for simulated in environment.peripherals where simulated.isBonded && peripherals[simulated.id] == nil {
+                _ = peripheralObject(simulated.id, name: simulated.device.name, manager: manager)
+            }
+            return Array(peripherals.values)
         }
 
         package func scan(_ manager: CBCentralManager, services: [CBUUID]?) {

@@ -75,6 +75,7 @@ struct BridgeConnectTests {
     /// relaunch, without searching first: the system still knows the device.
     @Test func aKnownDeviceConnectsWithoutAnEnumerateInThisProcess() async throws {
         let rig = BridgeRig()
+        rig.device.isBonded = true  // paired before: the system knows it by its identifier
         _ = rig.request("init")
         #expect(await rig.call("connect", rig.params())?.isNull == true)
         #expect(await rig.call("send", rig.params("\"data\":\"0a0b\""))?.isNull == true)
