@@ -293,22 +293,9 @@ package final class FakeBlueZ {
         else { return false }
         let affected = device.services.filter { uuid == nil || $0.uuid == uuid }
         guard !affected.isEmpty else { return false }
-        let characteristics = affected.flatMap(\.characteristics)
-        let pendingCalls = characteristics.flatMap {
-            $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.compactMap(\.call)
+        for call in detachGatt(device, affected) {
+            reply(error: "org.bluez.Error.Failed", "Operation failed", to: call)
         }
-        for characteristic in characteristics { releaseWriteSocket(characteristic) }
-        for service in affected {
-            for path in device.exported.filter({ $0 == service.path || $0.hasPrefix(service.path + "/") })
-                .sorted(by: >)
-            {
-                device.exported.remove(path)
-                interfacesRemoved(path, [Self.interface(of: path)])
-            }
-        }
-        let gone = Set(affected.map(\.path))
-        device.services.removeAll { gone.contains($0.path) }
-        for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Operation failed", to: call) }
         _ = radio.scheduler.schedule(after: controllerDelay) { [weak self] in
             guard let self, device.connected else { return }
             // Rediscovered: the services that stayed keep their objects (and state).
@@ -405,10 +392,9 @@ package final class FakeBlueZ {
                 // Without the cache the objects go as the ATT channel closes;
                 // bluetoothd reports the link down once the controller's
                 // disconnection event comes, a moment later.
-                let pendingCalls = pendingCalls(of: device)
-                for characteristic in device.services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
-                unexportGatt(device)
-                for call in pendingCalls { reply(error: "org.bluez.Error.Failed", "Not connected", to: call) }
+                for call in detachGatt(device, device.services) {
+                    reply(error: "org.bluez.Error.Failed", "Not connected", to: call)
+                }
                 _ = radio.scheduler.schedule(after: gattCleanupLead) { [weak self] in
                     self?.linkEnded(device, reason: reason, message: message)
                 }
@@ -535,13 +521,9 @@ package final class FakeBlueZ {
     /// default) and answer "Not connected" until the next link resolves them.
     private func linkEnded(_ device: FakeDevice, reason: String, message: String) {
         let wasConnected = device.connected
-        let pendingCalls = pendingCalls(of: device)
-        if !cachesGatt {
-            // Without the cache the objects go as the ATT channel closes,
-            // which bluetoothd may handle before it reports the link down.
-            for characteristic in device.services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
-            unexportGatt(device)
-        }
+        // Without the cache the objects go as the ATT channel closes, which
+        // bluetoothd may handle before it reports the link down.
+        let pendingCalls = cachesGatt ? pendingCalls(of: device.services) : detachGatt(device, device.services)
         if device.resolved { changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(false)]) }
         if wasConnected {
             emit(
@@ -573,13 +555,33 @@ package final class FakeBlueZ {
         device.reset()
     }
 
-    /// The calls on the device's characteristics that are not answered yet.
-    private func pendingCalls(of device: FakeDevice) -> [DBusMessage] {
-        device.services.flatMap { service in
+    /// The calls on the services' characteristics that are not answered yet.
+    private func pendingCalls(of services: [FakeService]) -> [DBusMessage] {
+        services.flatMap { service in
             service.characteristics.flatMap {
                 $0.readCalls + $0.writeCalls + $0.notifyCalls + $0.commands.compactMap(\.call)
             }
         }
+    }
+
+    /// Some of the device's services go (a Service Changed, or the objects
+    /// cleared without the cache): their write sockets close and their
+    /// objects are removed. Returns the calls on them still unanswered, for
+    /// the caller to fail.
+    private func detachGatt(_ device: FakeDevice, _ services: [FakeService]) -> [DBusMessage] {
+        let calls = pendingCalls(of: services)
+        for characteristic in services.flatMap(\.characteristics) { releaseWriteSocket(characteristic) }
+        for service in services {
+            for path in device.exported.filter({ $0 == service.path || $0.hasPrefix(service.path + "/") })
+                .sorted(by: >)
+            {
+                device.exported.remove(path)
+                interfacesRemoved(path, [Self.interface(of: path)])
+            }
+        }
+        let gone = Set(services.map(\.path))
+        device.services.removeAll { gone.contains($0.path) }
+        return calls
     }
 
     // MARK: Method calls

@@ -272,8 +272,7 @@ package final class BlueZBackend: BleBackend {
             noAdapter()
             return
         }
-        adapterWait += 1
-        adapterWaitExpired = false
+        forgetAdapterWait()  // an adapter came
         if let old, old != chosen {
             devicePaths.removeAll()  // the old adapter's device objects
             if state == .poweredOn {
@@ -312,8 +311,8 @@ package final class BlueZBackend: BleBackend {
         }
     }
 
-    /// bluetoothd or the bus went: a wait for an adapter of before is over,
-    /// and the next bluetoothd gets its own.
+    /// An adapter came, or bluetoothd or the bus went: a wait for an adapter
+    /// of before is over, and the next one gets its own.
     private func forgetAdapterWait() {
         adapterWait += 1
         adapterWaitExpired = false
@@ -595,8 +594,7 @@ package final class BlueZBackend: BleBackend {
         let cached = devicePaths[peripheral].flatMap { path in
             tree.properties(path, BlueZInterface.device)?["Adapter"]?.stringValue == adapter ? path : nil
         }
-        guard let path = cached ?? knownDevicePath(peripheral), tree.properties(path, BlueZInterface.device) != nil
-        else {
+        guard let path = cached ?? knownDevicePath(peripheral) else {
             // Reported later, as every seam event (unless the app cancels first).
             connections[peripheral] = Connection(generation: generation, path: "")
             _ = scheduler.schedule(after: .zero) { [weak self] in
