@@ -156,10 +156,7 @@ package final class BleBridge {
         disconnectAll()
         let error = BridgeError(.deviceDisconnected, reason)
         finishEnumerate(.failure(error))
-        let waiters = stateWaiters
-        stateWaiters = []
-        cancelStateTimer()
-        for waiter in waiters { waiter.fail(error) }
+        failStateWaiters(error)
     }
 
     /// Requests not answered yet (for tests: every request is answered once).
@@ -320,11 +317,16 @@ package final class BleBridge {
         case .poweredOff, .unauthorized, .unsupported:
             let error = Self.unusable(state)
             endEverything(error)
-            let waiters = stateWaiters
-            stateWaiters = []
-            cancelStateTimer()
-            for waiter in waiters { waiter.fail(error) }
+            failStateWaiters(error)
         }
+    }
+
+    /// Answers every call waiting for Bluetooth's state with `error`; the wait's timer goes.
+    private func failStateWaiters(_ error: BridgeError) {
+        let waiters = stateWaiters
+        stateWaiters = []
+        cancelStateTimer()
+        for waiter in waiters { waiter.fail(error) }
     }
 
     private func endEverything(_ error: BridgeError) {
@@ -370,15 +372,11 @@ package final class BleBridge {
             stateTimer = backend.scheduler.schedule(after: stateWait) { [weak self] in
                 guard let self else { return }
                 self.stateTimer = nil
-                let waiters = self.stateWaiters
-                self.stateWaiters = []
-                for waiter in waiters {
-                    waiter.fail(
-                        BridgeError(
-                            .poweredOff,
-                            "Bluetooth's state was still not known after \(self.stateWait) "
-                                + "(is the Bluetooth permission prompt still open?)"))
-                }
+                self.failStateWaiters(
+                    BridgeError(
+                        .poweredOff,
+                        "Bluetooth's state was still not known after \(self.stateWait) "
+                            + "(is the Bluetooth permission prompt still open?)"))
             }
         }
     }
