@@ -163,3 +163,29 @@ struct EventStreamsTests {
         #expect(cutReceived == [.atLine("+D:4"), .atLine("+E:5")], "what the round gave it, then the end")
     }
 }
+
+@Suite("events: a client released without teardown()", .timeLimit(.minutes(1)))
+@MainActor
+struct ReleasedClientTests {
+    @Test("a client released without teardown() goes away and finishes its streams")
+    func releasedClientFinishesStreams() async throws {
+        let clock = XTalkVirtualClock()
+        let environment = XTalkSimulatedEnvironment(devices: [ClientHarness.fastDevice()], clock: clock)
+        var client: XTalkBleClient? = ClientHarness.makeClient(environment, XTalkBleClientOptions())
+        weak let released = client
+        let stream = try #require(client?.events)
+        let reader = Task { @MainActor in
+            var count = 0
+            for await _ in stream { count += 1 }
+            return count
+        }
+        client?.startScan()
+        await clock.advance(by: .milliseconds(500))
+        client = nil
+        await clock.advance(by: .milliseconds(100))
+        #expect(released == nil, "nothing keeps a released client alive")
+        // A reader of the released client's stream ends instead of waiting for good.
+        let count = await clock.awaitEnd(of: reader, "the reader of a released client's stream")
+        #expect((count ?? 0) > 0, "it got the scan's events before the end")
+    }
+}

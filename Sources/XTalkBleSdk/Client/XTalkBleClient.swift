@@ -64,6 +64,7 @@ public final class XTalkBleClient: NSObject {
     /// the oldest radio frames and lines go first, and `.connectionStateChanged`
     /// is never dropped. `teardown()` finishes every stream (buffered events are
     /// still delivered); read after `teardown()`, the stream is already finished.
+    /// A client released without `teardown()` finishes its streams too.
     public var events: AsyncStream<XTalkBleEvent> {
         makeEventStream { subscribers.append(WeakSubscriber(value: $0)) }
     }
@@ -102,7 +103,9 @@ public final class XTalkBleClient: NSObject {
     private var replayedLine: String?
     private var eventAfterDisconnect: XTalkBleEvent?
     /// The readers of `events`, weakly: a stream nobody holds any more is gone.
-    private var subscribers: [WeakSubscriber] = []
+    /// Main actor only, except `deinit` (nothing else holds the client then),
+    /// which must finish them: hence not isolated.
+    nonisolated(unsafe) private var subscribers: [WeakSubscriber] = []
     /// Events waiting for delivery, with the connection they belong to (nil: the lifecycle).
     private var pendingDeliveries: [(delivery: Delivery, generation: UInt64?)] = []
     /// Streams whose reader waits and got events in this delivery round.
@@ -249,6 +252,12 @@ public final class XTalkBleClient: NSObject {
         backend.eventHandler = nil
         for subscriber in subscribers { subscriber.value?.finish() }
         subscribers.removeAll()
+    }
+
+    /// A client released without `teardown()` still ends its `events`
+    /// streams: a task reading one would otherwise wait for good.
+    deinit {
+        for subscriber in subscribers { subscriber.value?.finish() }
     }
 
     // MARK: Driving the machines
