@@ -54,6 +54,37 @@ struct BridgeDeviceMachineTests {
         #expect(machine.isReady)
     }
 
+    /// What a subscription that did not take is answered with: notifications
+    /// left off without an error is 716 (BleCharacteristicNotifyChangeFailure),
+    /// a pairing refused or failed 705, a pairing the device forgot 719, any
+    /// other error 709. The connect's waiter gets it, once.
+    @Test(
+        arguments: [
+            (nil, 716), (BleBackendError.Code.insufficientEncryption, 705), (.insufficientAuthentication, 705),
+            (.peerRemovedPairing, 719), (.writeNotPermitted, 709), (.attribute(0x80), 709),
+        ] as [(BleBackendError.Code?, Int)])
+    func aSubscriptionThatDidNotTake(error: BleBackendError.Code?, code: Int) {
+        var machine = BridgeDeviceMachine()
+        _ = machine.connect(1)
+        _ = machine.linkUp()
+        _ = machine.servicesDiscovered([profile.service], error: nil)
+        _ = machine.characteristicsDiscovered(
+            [
+                BleCharacteristicInfo(uuid: profile.write, properties: [.writeWithoutResponse]),
+                BleCharacteristicInfo(uuid: profile.notify, properties: [.notify]),
+            ], service: profile.service, error: nil)
+        let actions = machine.notificationStateUpdated(
+            profile.notifyRef, isNotifying: false, error: error.map { BleBackendError($0, "refused") })
+        let rejections = actions.compactMap { action -> (BridgeRequestID, BridgeError)? in
+            if case .reject(let id, let error) = action { return (id, error) }
+            return nil
+        }
+        #expect(rejections.map(\.0) == [1])
+        #expect(rejections.first?.1.code.rawValue == code)
+        #expect(actions.contains(.cancelLink), "the half-made link is let go")
+        #expect(!machine.isReady)
+    }
+
     @Test func staleTimersAreIgnored() {
         var machine = readyMachine()
         #expect(machine.connectTimedOut(generation: 1) == [], "the connect's timer of a finished connect")

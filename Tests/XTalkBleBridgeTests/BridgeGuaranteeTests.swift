@@ -304,11 +304,65 @@ struct BridgeLifecycleTests {
         #expect(rig.bridge.pendingRequestCount == 0)
     }
 
-    @Test func permissionDeniedIs701() async {
+    /// Seed 004: "Handle denied, restricted and powered-off states before
+    /// scanning." A restriction (Screen Time, a device profile) asks nobody.
+    @Test(arguments: [XTalkSimulatedAuthorization.denied, .restricted])
+    func permissionRefusedIs701(_ authorization: XTalkSimulatedAuthorization) async {
         let rig = BridgeRig()
-        rig.environment.authorization = .denied
+        rig.environment.authorization = authorization
         _ = rig.request("init")
-        #expect(await rig.call("enumerate")?.code == 701)
+        for method in ["enumerate", "connect", "send", "receive"] {
+            let reply = await rig.call(method, rig.params("\"data\":\"00\""))
+            #expect(reply?.code == 701, "\(method): \(reply?.line ?? "no reply")")
+        }
+        #expect(rig.environment.permissionPromptsShown == 0)
+    }
+
+    /// The first call shows the permission prompt and waits for the user's
+    /// answer: allowed, the call goes on; refused, it is 701.
+    @Test(arguments: [true, false])
+    func aCallWaitsForThePermissionPrompt(allow: Bool) async throws {
+        let rig = BridgeRig()
+        rig.environment.authorization = .notDetermined
+        _ = rig.request("init")
+        let parked = rig.request("enumerate")
+        await rig.clock.advance(by: .seconds(2))
+        #expect(rig.environment.permissionPromptsShown == 1)
+        #expect(rig.reply(to: parked) == nil, "waiting for the user")
+        rig.environment.answerPermissionPrompt(allow: allow)
+        let reply = try #require(await rig.await(parked))
+        if allow {
+            let devices = try #require(reply.result as? [[String: Any]], "\(reply.line)")
+            #expect(devices.count == 1)
+        } else {
+            #expect(reply.code == 701, "\(reply.line)")
+        }
+    }
+
+    /// The platform refuses the scan (BlueZ answers StartDiscovery with an
+    /// error): `enumerate` is 700 (BleScanError) with the platform's words, and
+    /// the next one, the fault gone, lists the device.
+    @Test(.enabled(if: BridgeRig.backendName != "corebluetooth", "CoreBluetooth never reports a failed scan"))
+    func aRefusedScanIs700() async throws {
+        let rig = BridgeRig()
+        rig.environment.scanFailure = "org.bluez.Error.NotReady: Resource Not Ready"
+        _ = rig.request("init")
+        let refused = try #require(await rig.call("enumerate"))
+        #expect(refused.code == 700, "\(refused.line)")
+        #expect(refused.line.contains("Resource Not Ready"), "\(refused.line)")
+        rig.environment.scanFailure = nil
+        let list = try #require(await rig.call("enumerate"))
+        #expect((list.result as? [[String: Any]])?.count == 1, "\(list.line)")
+    }
+
+    /// The user turns Bluetooth off for the app in Settings while it is connected.
+    @Test func permissionRevokedMidSessionRejectsPendingWork() async throws {
+        let rig = BridgeRig()
+        try await rig.connect()
+        let parked = rig.request("receive", rig.params())
+        rig.environment.authorization = .denied
+        #expect(await rig.await(parked)?.code == 701)
+        #expect(await rig.call("send", rig.params("\"data\":\"00\""))?.code == 701)
     }
 
     @Test func bluetoothTurnedOffMidSessionRejectsPendingWork() async throws {
