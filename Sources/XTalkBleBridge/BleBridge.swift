@@ -26,6 +26,8 @@ package final class BleBridge {
 
     private var machines: [UUID: BridgeDeviceMachine] = [:]
     private var timers: [UUID: [BridgeTimer: TimerToken]] = [:]
+    /// The highest generation of a machine forgotten (see `forgetIfIdle`).
+    private var retired: UInt64 = 0
     private var completions: [BridgeRequestID: Completion] = [:]
     private var nextRequest: BridgeRequestID = 0
     /// Devices heard (or connected) and their names, in the order first heard.
@@ -159,6 +161,12 @@ package final class BleBridge {
         failStateWaiters(error)
     }
 
+    /// Devices with a machine: connected, connecting, or holding something (for tests).
+    package var machineCount: Int { machines.count }
+
+    /// Devices `enumerate` can name (for tests).
+    package var knownDeviceCount: Int { names.count }
+
     /// Requests not answered yet (for tests: every request is answered once).
     package var pendingRequestCount: Int { completions.count + enumerateWaiters.count + stateWaiters.count }
 
@@ -200,8 +208,27 @@ package final class BleBridge {
     /// (a completion may call back into the bridge: the machine is stored first).
     private func update(_ id: UUID, _ step: (inout BridgeDeviceMachine) -> [BridgeDeviceMachine.Action]) {
         // Changed in place in the dictionary (one lookup, its arrays never copied).
-        let actions = step(&machines[id, default: BridgeDeviceMachine(profile: profile, settings: settings)])
+        let actions = step(
+            &machines[id, default: BridgeDeviceMachine(profile: profile, settings: settings, generation: retired)])
         perform(actions, for: id)
+        forgetIfIdle(id)
+    }
+
+    /// Forgets a device that holds nothing (never connected, or its link
+    /// ended), so that a page naming ever new ids (a `receive` or `send` of a
+    /// device never connected, a stored id the system does not know) costs
+    /// nothing once answered. A later request makes a new machine, whose
+    /// generation starts past every one used before (`retired`).
+    private func forgetIfIdle(_ id: UUID) {
+        guard let machine = machines[id], machine.holdsNothing else { return }
+        retired = max(retired, machine.generation)
+        machines[id] = nil
+        for token in (timers.removeValue(forKey: id) ?? [:]).values { backend.scheduler.cancel(token) }
+        if names[id] == "", !heardThisScan.contains(id) {
+            // known only by the id a connect named: listed while connected, not after
+            names[id] = nil
+            order.removeAll { $0 == id }
+        }
     }
 
     /// Writes while the machine has one to make: writes without response go

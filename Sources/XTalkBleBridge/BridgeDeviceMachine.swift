@@ -148,9 +148,18 @@ package struct BridgeDeviceMachine: Sendable {
     private var awaitingWriteResponse = false
     private var retryArmed = false
 
-    package init(profile: BridgeProfile = .oneKey, settings: Settings = Settings()) {
+    /// `generation`: where a machine that replaces a forgotten one starts,
+    /// so that nothing stamped by an earlier machine of the device matches it.
+    package init(profile: BridgeProfile = .oneKey, settings: Settings = Settings(), generation: UInt64 = 0) {
         self.profile = profile
         self.settings = settings
+        self.generation = generation
+    }
+
+    /// Idle, with nothing queued or waiting: the driver may forget the machine.
+    package var holdsNothing: Bool {
+        phase == .idle && chunks.count == chunkHead && parkedReceive == nil && sends.isEmpty
+            && connectWaiters.isEmpty
     }
 
     package var isReady: Bool { phase == .ready }

@@ -85,6 +85,23 @@ struct BridgeDeviceMachineTests {
         #expect(!machine.isReady)
     }
 
+    /// The driver forgets a machine that holds nothing; the one that replaces
+    /// it starts past the forgotten one's generations, so a timer of before
+    /// never matches a session of after.
+    @Test func aReplacingMachineIgnoresTheForgottenOnesTimers() {
+        var forgotten = BridgeDeviceMachine()
+        _ = forgotten.connect(1)
+        #expect(!forgotten.holdsNothing, "a connect waits")
+        _ = forgotten.connectTimedOut(generation: 1)
+        #expect(forgotten.holdsNothing)
+        var machine = BridgeDeviceMachine(generation: forgotten.generation)
+        _ = machine.connect(2)
+        #expect(machine.connectTimedOut(generation: 1) == [], "the forgotten machine's timer")
+        #expect(
+            machine.connectTimedOut(generation: machine.generation).contains(
+                .reject(2, BridgeError(.timeout, "the connection was not ready in time"))))
+    }
+
     @Test func staleTimersAreIgnored() {
         var machine = readyMachine()
         #expect(machine.connectTimedOut(generation: 1) == [], "the connect's timer of a finished connect")

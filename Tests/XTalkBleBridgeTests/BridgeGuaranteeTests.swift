@@ -389,6 +389,39 @@ struct BridgeLifecycleTests {
         #expect(await rig.call("receive", "{\"uuid\":\"\(ids[0])\"}")?.hex == "0a")
     }
 
+    /// A page that names ever new ids (`receive`, `send` or `disconnect` of
+    /// a device never connected; `connect` with a stored id the system does
+    /// not know) gets each one answered and leaves nothing behind; a device
+    /// whose link ended is forgotten too, and connects again as before.
+    @Test func idsNamedInVainLeaveNothingBehind() async throws {
+        let rig = BridgeRig()
+        _ = rig.request("init")
+        for _ in 0..<200 {
+            let id = "{\"uuid\":\"\(UUID().uuidString)\",\"data\":\"00\"}"
+            #expect(await rig.call("receive", id)?.code == 720)
+            #expect(await rig.call("send", id)?.code != nil)
+            #expect(await rig.call("disconnect", id)?.isNull == true)
+            #expect(await rig.call("connect", id)?.code == 704)
+        }
+        #expect(rig.bridge.machineCount == 0)
+        #expect(rig.bridge.knownDeviceCount == 0)
+        #expect(rig.bridge.pendingRequestCount == 0)
+        // A device connected, then disconnected: forgotten, and its next session is a new one.
+        #expect((await rig.call("enumerate")?.result as? [[String: Any]])?.count == 1)
+        for round in 0..<3 {
+            #expect(await rig.call("connect", rig.params())?.isNull == true, "round \(round)")
+            #expect(rig.bridge.machineCount == 1)
+            rig.device.notify(Data([UInt8(round)]))
+            await rig.clock.advance(by: .milliseconds(100))
+            #expect(await rig.call("receive", rig.params())?.hex == String(format: "%02x", round))
+            rig.device.notify(Data([0xEE]))  // never read: must not reach the next session
+            await rig.clock.advance(by: .milliseconds(100))
+            #expect(await rig.call("disconnect", rig.params())?.isNull == true)
+            #expect(rig.bridge.machineCount == 0)
+        }
+        #expect(rig.bridge.knownDeviceCount == 1, "a device the scan heard stays listed by name")
+    }
+
     @Test func badRequestsAreAnsweredWithTheirID() async {
         let rig = BridgeRig()
         var lines: [String] = []
