@@ -87,6 +87,74 @@ package enum BridgeJSON: Sendable, Hashable {
         return out + "\""
     }
 
+    /// The number given for the top-level key "id" in the first bytes of a
+    /// request too long to keep whole (its head only): nil when the head is
+    /// not an object, has no such key, or cuts its value. The head is read
+    /// once, in linear time; nothing past the id's value is looked at.
+    package static func leadingID(_ head: [UInt8]) -> Double? {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        var expectingKey = false
+        var key: [UInt8]? = nil  // the top-level key being read (its first bytes)
+        var lastKey: [UInt8] = []
+        var index = 0
+        while index < head.count {
+            let byte = head[index]
+            index += 1
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                    if let read = key {
+                        lastKey = read
+                        key = nil
+                    }
+                } else if var read = key, read.count < 3 {
+                    read.append(byte)  // three bytes at most: enough to tell "id" from longer keys
+                    key = read
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                inString = true
+                if depth == 1 && expectingKey {
+                    key = []
+                    expectingKey = false
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                if depth == 0 && byte != UInt8(ascii: "{") { return nil }
+                depth += 1
+                if depth == 1 { expectingKey = true }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+                if depth <= 0 { return nil }
+            case UInt8(ascii: ","):
+                if depth == 1 { expectingKey = true }
+            case UInt8(ascii: ":"):
+                guard depth == 1, lastKey == Array("id".utf8) else {
+                    lastKey = []
+                    continue
+                }
+                // The value: a number ends at ",", "}" or white space within the head.
+                while index < head.count, [0x20, 0x09, 0x0A, 0x0D].contains(head[index]) { index += 1 }
+                let start = index
+                while index < head.count, !",} \t\r\n".utf8.contains(head[index]) { index += 1 }
+                guard index < head.count, index > start,
+                    case .number(let value)? = try? parse(head[start..<index])
+                else { return nil }
+                return value
+            default:
+                if depth == 0 && ![0x20, 0x09, 0x0A, 0x0D].contains(byte) { return nil }
+            }
+        }
+        return nil
+    }
+
     /// Parses one JSON text (surrounding whitespace allowed, nothing else).
     package static func parse(_ bytes: some Collection<UInt8>) throws(BridgeJSONError) -> BridgeJSON {
         try parse(Array(bytes))

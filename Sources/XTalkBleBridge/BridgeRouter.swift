@@ -10,7 +10,9 @@ import Foundation
 /// Requests run concurrently (a parked `receive` does not hold up a `send`);
 /// each is answered exactly once, with its own id. A request that is not
 /// JSON, has no numeric id, is longer than 1 MiB, or names no known method
-/// is answered at once with code 900 (its id, or null when it has none). Payload hex is never
+/// is answered at once with code 900 (its id, or null when it has none). Of
+/// a request longer than 1 MiB a host may keep only the head (see
+/// `StandardInputLines`): its id is then read from the head. Payload hex is never
 /// logged or echoed in errors.
 @MainActor
 package final class BridgeRouter {
@@ -23,7 +25,7 @@ package final class BridgeRouter {
 
     /// The longest request taken, in bytes: far above any that OneKey's SDK
     /// makes (its largest, a piece of a V2 frame, is some kilobytes of hex).
-    package static let maximumRequestLength = 1 << 20
+    nonisolated package static let maximumRequestLength = 1 << 20
 
     package init(bridge: BleBridge) {
         self.bridge = bridge
@@ -41,16 +43,19 @@ package final class BridgeRouter {
         do {
             object = try BridgeJSON.parse(request)
         } catch {
-            return reply(Self.encode(id: nil, .failure(Self.badRequest("the request is not JSON: \(error)"))))
+            guard request.count > Self.maximumRequestLength else {
+                return reply(Self.encode(id: nil, .failure(Self.badRequest("the request is not JSON: \(error)"))))
+            }
+            // Only its head: a host that reads lines keeps no more of a longer one.
+            let id = BridgeJSON.leadingID(request).map { BridgeJSON.number($0).encoded }
+            return reply(Self.encode(id: id, .failure(Self.tooLong(request.count))))
         }
         guard case .number(let number)? = object["id"] else {
             return reply(Self.encode(id: nil, .failure(Self.badRequest("the request has no numeric id"))))
         }
         let id = BridgeJSON.number(number).encoded  // the id as given (integers without a fraction)
         let finish: BleBridge.Completion = { result in reply(Self.encode(id: id, result)) }
-        guard request.count <= Self.maximumRequestLength else {
-            return finish(.failure(Self.badRequest("the request is \(request.count) bytes long, more than 1 MiB")))
-        }
+        guard request.count <= Self.maximumRequestLength else { return finish(.failure(Self.tooLong(request.count))) }
         guard let method = object["method"]?.string else {
             return finish(.failure(Self.badRequest("the request has no method")))
         }
@@ -133,6 +138,11 @@ package final class BridgeRouter {
                 }
                 .joined(separator: ",") + "]"
         }
+    }
+
+    /// A request over `maximumRequestLength`: `length` is what the host kept of it.
+    private static func tooLong(_ length: Int) -> BridgeError {
+        badRequest("the request is more than 1 MiB long (\(length) bytes read)")
     }
 
     private static func badRequest(_ reason: String) -> BridgeError {

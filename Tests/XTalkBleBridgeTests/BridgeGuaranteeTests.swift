@@ -422,6 +422,26 @@ struct BridgeLifecycleTests {
         #expect(rig.bridge.knownDeviceCount == 1, "a device the scan heard stays listed by name")
     }
 
+    /// The id of a request too long to keep, from its head: the top-level
+    /// "id" only, and only when its number ends within the head.
+    @Test(
+        arguments: [
+            (#"{"id":41,"method":"send","params":{"data":"ab"#, 41.0),
+            (#" { "method" : "send" , "id" : -2.5e1 ,"params":{"#, -25),
+            (#"{"method":"send","params":{"id":3,"data":"ab"},"id":9}"#, 9),
+            (#"{"method":"a\"},\"id\":7","id":3,"x":"#, 3),
+            (#"{"idx":5,"xid":6,"i":7,"id":8}"#, 8),
+            (#"{"id":41"#, nil),
+            (#"{"id":"41","method":"#, nil),
+            (#"{"params":{"data":"abab"#, nil),
+            (#"[{"id":1}]"#, nil),
+            (#"x{"id":1}"#, nil),
+            (#"{"id":,"#, nil),
+        ] as [(String, Double?)])
+    func theIDOfAnOverlongRequestComesFromItsHead(head: String, id: Double?) {
+        #expect(BridgeJSON.leadingID(Array(head.utf8)) == id)
+    }
+
     @Test func badRequestsAreAnsweredWithTheirID() async {
         let rig = BridgeRig()
         var lines: [String] = []

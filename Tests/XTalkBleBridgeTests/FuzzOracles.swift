@@ -19,11 +19,27 @@ enum BridgeFuzzOracle {
     /// - hex decodes exactly when it is non-empty, even-length `[0-9a-fA-F]`, and
     ///   round-trips to its lowercase form; a refusal is the send error (710)
     ///   and never repeats the input;
-    /// - any text, quoted as a JSON string, parses back to itself.
+    /// - any text, quoted as a JSON string, parses back to itself;
+    /// - the id read from a request's head (`leadingID`, for requests too long
+    ///   to keep) is the object's top-level numeric "id", or nil when it has
+    ///   none; from any head of it, that id or nil, never another number.
     static func check(_ input: [UInt8]) throws(Failure) {
+        _ = BridgeJSON.leadingID(input)  // any input: an answer, never a trap
         if let value = try? BridgeJSON.parse(input) {
-            guard let again = try? BridgeJSON.parse(Array(value.encoded.utf8)), again == value else {
+            let encoded = Array(value.encoded.utf8)
+            guard let again = try? BridgeJSON.parse(encoded), again == value else {
                 throw Failure("re-encoding \(value) gave \(value.encoded), which parses differently")
+            }
+            var id: Double?
+            if case .number(let number)? = value["id"] { id = number }
+            guard BridgeJSON.leadingID(encoded) == id else {
+                throw Failure("the head's id of \(value.encoded) is not \(id.map(String.init(describing:)) ?? "nil")")
+            }
+            for cut in 0..<min(encoded.count, 512) {
+                let head = BridgeJSON.leadingID(Array(encoded[..<cut]))
+                guard head == nil || head == id else {
+                    throw Failure("the first \(cut) bytes of \(value.encoded) give the id \(head ?? 0)")
+                }
             }
         }
         guard let text = String(validating: input, as: UTF8.self) else { return }

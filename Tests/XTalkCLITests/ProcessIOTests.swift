@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
 import Testing
+import XTalkSimulator
+import XTalkBleBridge
 @testable import XTalkCLI
 
 @Suite("The tool's standard input and Ctrl-C")
@@ -42,6 +44,52 @@ struct ProcessIOTests {
         #expect(splitter.feed(tail).map(\.utf8.count) == [8 * 1_048_576 + 1, 4])
         #expect(splitter.bytesSearched == 8 * 1_048_576 + tail.count)
         #expect(splitter.end() == "rest")
+    }
+
+    /// A line past the limit keeps only its head, however it arrives (a byte
+    /// at a time, MTU-sized, 4 KB reads): memory stays bounded, and the lines
+    /// around it are whole.
+    @Test("past the limit a line keeps its head only, whatever the chunking", arguments: [1, 20, 244, 4_096, 65_536])
+    func overlongLineKeepsItsHead(chunk: Int) {
+        let limit = 1_024
+        let long = [UInt8](repeating: UInt8(ascii: "x"), count: 300_000)
+        let input =
+            Array("before\r\n".utf8) + long + Array("\r\nafter\n".utf8)
+            + Array(repeating: UInt8(ascii: "y"), count: limit) + Array("\nend".utf8)
+        var splitter = LineSplitter(maximumLength: limit)
+        var lines: [String] = []
+        var most = 0
+        var offset = 0
+        while offset < input.count {
+            lines += splitter.feed(input[offset..<min(offset + chunk, input.count)])
+            most = max(most, splitter.bufferedByteCount)
+            offset += chunk
+        }
+        if let last = splitter.end() { lines.append(last) }
+        #expect(most <= limit + 1, "held \(most) bytes of one line")
+        #expect(lines.map(\.utf8.count) == [6, limit + 1, 5, limit, 3])
+        #expect(lines[0] == "before" && lines[2] == "after" && lines[4] == "end")
+        #expect(splitter.bytesSearched == input.count, "each byte searched once")
+    }
+
+    /// What `xtalk bridge --stdio` does with a request far over 1 MiB: its
+    /// reader keeps the head only, and the router answers it as too long,
+    /// with the id the head gives (hosts match replies by id).
+    @Test("a 4 MiB request read from a pipe: the head only, answered with its id")
+    @MainActor
+    func overlongRequestFromAPipe() throws {
+        let request =
+            "{\"id\":77,\"method\":\"send\",\"params\":{\"uuid\":\"x\",\"data\":\""
+            + String(repeating: "ab", count: 2 * 1_048_576) + "\"}}"
+        let lines = Self.read(request + "\n{\"id\":78,\"method\":\"version\"}\n")
+        #expect(lines.map(\.utf8.count) == [StandardInputLines.maximumLineLength + 1, 28])
+        let router = BridgeRouter(bridge: BleBridge(backend: XTalkSimulatedEnvironment().backend))
+        var replies: [String] = []
+        for line in lines { router.handle(Array(line.utf8)) { replies.append($0) } }
+        #expect(replies.count == 2)
+        #expect(replies.first?.hasPrefix("{\"id\":77,\"error\":{\"code\":900,") == true, "\(replies.first ?? "")")
+        #expect(replies.first?.contains("more than 1 MiB") == true)
+        #expect(replies.last == "{\"id\":78,\"result\":\"1.0.0\"}")
     }
 
     @Test("from a descriptor: every line, a long one across reads, and an early stop")

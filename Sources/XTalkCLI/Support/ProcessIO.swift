@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import XTalkBleBridge
 
 /// Standard input as lines, read with read(2) rather than stdio.
 ///
@@ -9,10 +10,18 @@ import Foundation
 /// shell`'s `:quit`, Ctrl-C in `shell` or `bridge`) would never end. Reading
 /// the descriptor directly holds no stdio lock.
 package enum StandardInputLines {
+    /// The longest line kept whole: the bridge's longest request. A longer
+    /// line is offered cut to its first `maximumLineLength + 1` bytes (the
+    /// bridge answers it as too long, with the id its head gives; the shell
+    /// refuses it as a command): memory stays bounded whatever comes in.
+    package static let maximumLineLength = BridgeRouter.maximumRequestLength
+
     /// Reads `descriptor` to its end and offers each line (see `LineSplitter`);
     /// stops early when `offer` returns false. Blocks its thread: run it on one of its own.
-    package static func readLines(from descriptor: Int32, offer: (String) -> Bool) {
-        var splitter = LineSplitter()
+    package static func readLines(
+        from descriptor: Int32, maximumLineLength: Int = maximumLineLength, offer: (String) -> Bool
+    ) {
+        var splitter = LineSplitter(maximumLength: maximumLineLength)
         var chunk = [UInt8](repeating: 0, count: 4_096)
         while true {
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
@@ -26,39 +35,49 @@ package enum StandardInputLines {
 
 /// Splits bytes into lines as `readLine()` does: without their "\n" or
 /// "\r\n", invalid UTF-8 repaired; a last line without a newline counts.
+/// Each byte is searched for a newline once, however a long line arrives.
+/// With a `maximumLength`, a longer line keeps only its first
+/// `maximumLength + 1` bytes (the rest is read and dropped), so that its
+/// reader can tell it was too long and memory stays bounded.
 package struct LineSplitter {
+    package let maximumLength: Int?
     private var pending: [UInt8] = []
-    /// How much of `pending` is known to hold no newline: a long line is
-    /// searched once, not again with every read that extends it.
-    private var searched = 0
     /// Bytes searched for a newline so far (for tests: each byte once).
     package private(set) var bytesSearched = 0
 
-    package init() {}
+    package init(maximumLength: Int? = nil) {
+        self.maximumLength = maximumLength
+    }
+
+    /// Bytes of the current line held (for tests: bounded by the limit).
+    package var bufferedByteCount: Int { pending.count }
 
     /// The lines that `bytes` completes, in order.
     package mutating func feed(_ bytes: ArraySlice<UInt8>) -> [String] {
-        pending.append(contentsOf: bytes)
         var lines: [String] = []
-        var start = 0
-        while let newline = pending[max(start, searched)...].firstIndex(of: 0x0A) {
-            bytesSearched += newline + 1 - max(start, searched)
-            lines.append(Self.line(pending[start..<newline]))
-            start = newline + 1
+        var rest = bytes
+        while let newline = rest.firstIndex(of: 0x0A) {
+            bytesSearched += newline + 1 - rest.startIndex
+            keep(rest[..<newline])
+            lines.append(Self.line(pending[...]))
+            pending.removeAll(keepingCapacity: maximumLength != nil)
+            rest = rest[(newline + 1)...]
         }
-        bytesSearched += pending.count - max(start, searched)
-        pending.removeFirst(start)
-        searched = pending.count
+        bytesSearched += rest.count
+        keep(rest)
         return lines
     }
 
     /// The last line, when the input ended without a newline.
     package mutating func end() -> String? {
-        defer {
-            pending = []
-            searched = 0
-        }
+        defer { pending = [] }
         return pending.isEmpty ? nil : Self.line(pending[...])
+    }
+
+    private mutating func keep(_ bytes: ArraySlice<UInt8>) {
+        guard let maximumLength else { return pending.append(contentsOf: bytes) }
+        let room = maximumLength + 1 - pending.count
+        if room > 0 { pending.append(contentsOf: bytes.prefix(room)) }
     }
 
     private static func line(_ bytes: ArraySlice<UInt8>) -> String {
