@@ -37,7 +37,8 @@ package struct BridgeDeviceInfo: Sendable, Hashable {
 
 /// The timers a device's machine asks for.
 package enum BridgeTimer: Sendable, Hashable {
-    /// The whole connect: link, discovery, subscription, settle.
+    /// The whole connect: the link and discovery (`connectTimeout`), then the
+    /// subscription and settle (`subscriptionTimeout`).
     case connect
     /// After the subscription is confirmed, before the capacity is read (again).
     case settle
@@ -71,8 +72,14 @@ package struct BridgeDeviceMachine: Sendable {
     }
 
     package struct Settings: Sendable, Hashable {
-        /// From `connect` to ready (the link, discovery, subscription and settle).
+        /// From `connect` to the subscription (the link and discovery).
         package var connectTimeout: Duration = .seconds(15)
+        /// From the subscription to ready. The first subscription of a
+        /// device that pairs waits for the user in iOS's pairing dialog, and
+        /// Bluetooth's pairing procedure gives up after 30 s by itself
+        /// (Core Specification, SMP timeout): this bound never cuts a
+        /// pairing short, and still ends a subscription that never answers.
+        package var subscriptionTimeout: Duration = .seconds(35)
         /// The wait after the subscription before the capacity is read, and
         /// between re-reads while it is still 20 (MTU 23: OneKey's transport
         /// sees that briefly after a bootloader reconnect).
@@ -322,7 +329,10 @@ package struct BridgeDeviceMachine: Sendable {
         }
         writeProperties = write.properties
         phase = .subscribing
-        return [.subscribe(profile.notifyRef)]
+        return [
+            .startTimer(.connect, after: settings.subscriptionTimeout, generation: generation),
+            .subscribe(profile.notifyRef),
+        ]
     }
 
     package mutating func notificationStateUpdated(
@@ -364,7 +374,14 @@ package struct BridgeDeviceMachine: Sendable {
         guard fired == generation, [.connecting, .discovering, .subscribing, .settling].contains(phase) else {
             return []
         }
-        return fail(BridgeError(.timeout, "the connection was not ready in time"))
+        guard phase == .subscribing || phase == .settling else {
+            return fail(BridgeError(.timeout, "the connection was not ready in time"))
+        }
+        return fail(
+            BridgeError(
+                .timeout,
+                "the device did not confirm the subscription within \(settings.subscriptionTimeout)"
+                    + " (was the pairing dialog left open?)"))
     }
 
     package mutating func writeRetryFired(generation fired: UInt64) -> [Action] {

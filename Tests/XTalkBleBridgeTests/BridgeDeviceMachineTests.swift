@@ -22,7 +22,7 @@ struct BridgeDeviceMachineTests {
         ]
         #expect(
             machine.characteristicsDiscovered(characteristics, service: profile.service, error: nil)
-                == [.subscribe(profile.notifyRef)])
+                == [.startTimer(.connect, after: .seconds(35), generation: 1), .subscribe(profile.notifyRef)])
         #expect(
             machine.notificationStateUpdated(profile.notifyRef, isNotifying: true, error: nil)
                 == [.startTimer(.settle, after: .milliseconds(150), generation: 1)])

@@ -28,6 +28,30 @@ struct BridgeConnectTests {
         #expect(await rig.call("getProtocolV2PacketCapacity", rig.params())?.result as? Int == 244)
     }
 
+    /// The first connect of a device that pairs waits for the user in iOS's
+    /// pairing dialog: 25 s there is not a timeout (the connect bound, 15 s,
+    /// ends at the subscription; the subscription has 35 s, more than
+    /// Bluetooth's own 30 s pairing limit). A dialog nobody answers ends
+    /// with 713, the link cancelled.
+    @Test(arguments: [(Duration.seconds(25), nil), (.seconds(60), 713)] as [(Duration, Int?)])
+    func theUserTakesTimeToPair(takes: Duration, code: Int?) async throws {
+        var device = XTalkSimulatedDevice.oneKeyEcho()
+        device.gatt.pairing = .userPairs(after: takes)
+        let rig = BridgeRig(devices: [device])
+        _ = rig.request("init")
+        _ = await rig.call("enumerate")
+        let connect = rig.request("connect", rig.params())
+        let reply = try #require(await rig.await(connect, within: .seconds(90)))
+        #expect(reply.code == code, "\(reply.line)")
+        if code == nil {
+            #expect(await rig.call("send", rig.params("\"data\":\"0a\""))?.isNull == true)
+            #expect(await rig.call("receive", rig.params())?.hex == "0a")
+        } else {
+            #expect(reply.line.contains("pairing dialog"), "\(reply.line)")
+            #expect(!rig.device.isConnected, "the link was cancelled")
+        }
+    }
+
     /// Right after the subscription the MTU may still read 23 (capacity 20):
     /// re-read after the settle, up to twice.
     @Test(arguments: [(Duration.milliseconds(250), 244), (Duration.seconds(20), 20)])
