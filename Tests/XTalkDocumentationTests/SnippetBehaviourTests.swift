@@ -24,9 +24,10 @@ struct SnippetBehaviourTests {
     @Test("Device authentication: the sample authenticates the simulated radio, and the same one again")
     func authentication() async throws {
         let (ble, _, clock) = await connectedClient()
-        let identity = try await clock.run { try await authenticate(ble, previous: nil) }
+        let check = DeviceCheck(ble: ble)
+        let identity = try await clock.run { try await check.authenticate(previous: nil) }
         #expect(identity.did.hasPrefix("did:xtalk:"))
-        let again = try await clock.run { try await authenticate(ble, previous: identity) }
+        let again = try await clock.run { try await check.authenticate(previous: identity) }
         #expect(again == identity)
         ble.teardown()
     }

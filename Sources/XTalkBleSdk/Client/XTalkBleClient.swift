@@ -34,7 +34,7 @@ public final class XTalkBleClient: NSObject {
     @XTalkPublished public private(set) var connectedPeripheralId: UUID?
     /// The passthrough is discovered and its notifications are confirmed: AT and RF may run.
     @XTalkPublished public private(set) var atReady = false
-    /// Battery and device-information characteristics are discovered.
+    /// Battery Level and both revision strings are discovered and readable.
     @XTalkPublished public private(set) var deviceControlReady = false
     /// The active AT encoding (default `.xor`).
     @XTalkPublished public private(set) var atEncoding: XTalkAtEncoding = .xor

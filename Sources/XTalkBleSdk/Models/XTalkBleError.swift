@@ -60,7 +60,9 @@ public enum XTalkBleError: Error, Equatable, Hashable, Sendable {
     /// `AT+SEND=`), `the radio could not send the frame: ` (`+SENDFIN:FAIL`);
     /// any other reason is the Bluetooth stack's own text for a failed write.
     case writeFailed(String)
-    /// The operation was cancelled (task cancellation, `disconnect()` or `teardown()`).
+    /// The operation was cancelled: its task was cancelled, or what ended its
+    /// link did (`disconnect()`, `teardown()`, `startScan()` or `connect(id:)`
+    /// to another device while connected).
     case cancelled
     /// The device answered with something that cannot be parsed. Never
     /// produced by this version: lines that do not parse are delivered as

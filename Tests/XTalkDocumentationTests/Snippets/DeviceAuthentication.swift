@@ -8,12 +8,20 @@ import XTalkBleSdk
 import XTalkDeviceAuthSdk
 
 @MainActor
-func authenticate(_ ble: XTalkBleClient, previous: XTalkDeviceIdentity?) async throws -> XTalkDeviceIdentity {
-    let authenticator = XTalkDeviceAuthenticator(transport: XTalkBleAuthTransport(ble: ble))
-    let result = try await authenticator.authenticate(
-        configuration: XTalkDeviceAuthConfiguration(
-            challengePolicy: .always,
-            expectedDeviceID: previous?.deviceID
-        ))
-    return result.identity
+final class DeviceCheck {
+    /// One per device session: it remembers the AT encoding it found.
+    let authenticator: XTalkDeviceAuthenticator
+
+    init(ble: XTalkBleClient) {
+        authenticator = XTalkDeviceAuthenticator(transport: XTalkBleAuthTransport(ble: ble))
+    }
+
+    func authenticate(previous: XTalkDeviceIdentity?) async throws -> XTalkDeviceIdentity {
+        let result = try await authenticator.authenticate(
+            configuration: XTalkDeviceAuthConfiguration(
+                challengePolicy: .always,
+                expectedDeviceID: previous?.deviceID
+            ))
+        return result.identity
+    }
 }
