@@ -7,14 +7,15 @@ import Foundation
 @MainActor
 package enum XTalkCLI {
     static let commands: [Command] = [
-        DemoCommand.command, DeviceCommands.scan, DeviceCommands.info, DeviceCommands.auth, DeviceCommands.at,
+        DemoCommand.command, DeviceCommands.scan, DeviceCommands.connect, DeviceCommands.info, DeviceCommands.auth,
+        DeviceCommands.at,
         DeviceCommands.send, DeviceCommands.listen, DeviceCommands.ping, ShellCommand.command, BenchCommand.command,
         ChaosCommand.command, FakeBlueZCommand.command, BridgeCommand.command,
     ]
 
     static let exitCodes = """
         EXIT CODES:
-          0    success (also: scan, listen and shell ended with Ctrl-C)
+          0    success (also: scan, connect --hold, listen and shell ended with Ctrl-C)
           1    an operation failed (e.g. the device rejected a send)
           2    usage error: unknown option, missing value, bad argument
           3    no matching device was found

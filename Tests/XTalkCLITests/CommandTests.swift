@@ -10,7 +10,9 @@ struct CommandTests {
         for arguments in [[], ["--help"], ["-h"], ["help"]] {
             let result = await xtalk(arguments)
             #expect(result.code == 0)
-            for command in ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell", "bench", "chaos"] {
+            for command in [
+                "demo", "scan", "connect", "info", "auth", "at", "send", "listen", "ping", "shell", "bench", "chaos",
+            ] {
                 #expect(result.stdout.contains("  " + command), "\(command) is listed")
             }
             #expect(result.stdout.contains("EXIT CODES:"))
@@ -20,7 +22,7 @@ struct CommandTests {
 
     @Test(
         "every command has its own --help",
-        arguments: ["demo", "scan", "info", "auth", "at", "send", "listen", "ping", "shell"])
+        arguments: ["demo", "scan", "connect", "info", "auth", "at", "send", "listen", "ping", "shell"])
     func commandHelp(_ command: String) async {
         let result = await xtalk([command, "--help"])
         #expect(result.code == 0)
@@ -158,6 +160,23 @@ struct CommandTests {
         #expect(sent?["bytes"] as? Int == 2)
         #expect(sent?["data"] as? String == "6869")
         #expect((sent?["ms"] as? Double ?? 0) > 0)
+    }
+
+    @Test("connect shows how long the device took to be ready; --hold keeps the link until Ctrl-C or its loss")
+    func connect() async {
+        let human = await xtalk(["connect", "--latency", "30"])
+        #expect(human.code == 0)
+        #expect(human.out.last?.hasPrefix("connected to xTalk-0001 (C0:FF:EE:00:00:01, ") == true, "\(human.out)")
+        let json = await xtalk(["connect", "--json"])
+        let record = json.records(ofType: "connected").first
+        #expect(record?["name"] as? String == "xTalk-0001")
+        #expect((record?["ready_ms"] as? Double ?? 0) > 0)
+        let held = await xtalk(["connect", "--hold"], cancelAfter: .seconds(3))
+        #expect(held.code == 0)
+        #expect(held.out.contains("holding the link; Ctrl-C disconnects"))
+        let lost = await xtalk(["connect", "--hold", "--disconnect-after", "1"])
+        #expect(lost.code == 4)
+        #expect(lost.stderr.contains("link was lost"))
     }
 
     @Test("listen prints frames with metadata until --count")

@@ -94,6 +94,8 @@ enum DeviceCommands {
         static let listenCount = OptionSpec.int(
             "count", short: "n", value: "N", in: 1...Int.max,
             help: "Stop after N frames (default: until Ctrl-C).")
+        static let hold = OptionSpec.flag(
+            "hold", help: "Keep the link until Ctrl-C (exit 0) or until it is lost (exit 4).")
         static let pingCount = OptionSpec.int(
             "count", short: "n", value: "N", in: 1...100_000,
             help: "How many round trips (default 10).")
@@ -128,6 +130,37 @@ enum DeviceCommands {
         printer.record(
             "summary", [("devices", .int(count))],
             human: count == 1 ? "1 device" : "\(count) devices")
+    }
+
+    static let connect = Command(
+        spec: CommandSpec(
+            name: "connect",
+            summary: "Connect to a device, show how long it took to be ready, and disconnect (or hold the link).",
+            positionals: [], options: [Options.hold] + CommonOptions.device,
+            discussion: nil),
+        endsOnInterrupt: true
+    ) { arguments, context, printer throws(CLIError) in
+        let start = context.elapsed
+        try await withSession(arguments, context, printer) { session, device throws(CLIError) in
+            let took = context.elapsed - start
+            let client = session.client
+            let (fields, _) = Render.device(device)
+            printer.record(
+                "connected",
+                fields + [
+                    ("ready_ms", .double(milliseconds(took))), ("encoding", .string(client.atEncoding.rawValue)),
+                ],
+                human: "connected to \(device.name) (\(device.address ?? "no address"), \(device.rssi) dBm): "
+                    + "AT ready after \(seconds(took))")
+            guard arguments[Options.hold] else { return }
+            printer.text("holding the link; Ctrl-C disconnects")
+            while client.connectionState == .connected {
+                do { try await context.sleep(for: .milliseconds(10)) } catch {
+                    throw CLIError.from(error, doing: "Holding the link")
+                }
+            }
+            throw CLIError(.notReady, "Holding the link failed: the link was lost")
+        }
     }
 
     static let info = Command(
