@@ -30,13 +30,18 @@ if arguments.first == "shell" || arguments.first == "bridge" {
     inputLines.finish()
 }
 
+// Unbuffered writes, so live output (scan, listen) appears as it happens, also through a pipe.
+let streams = StandardStreams()
 let context = CommandContext(
-    virtualClock: nil, input: input,
-    // Unbuffered writes, so live output (scan, listen) appears as it happens, also through a pipe.
-    writeOut: { line in FileHandle.standardOutput.write(Data((line + "\n").utf8)) },
-    writeError: { line in FileHandle.standardError.write(Data((line + "\n").utf8)) })
+    virtualClock: nil, input: input, writeOut: { streams.writeOut($0) }, writeError: { streams.writeError($0) })
 
 let command = Task { @MainActor in await XTalkCLI.run(arguments, context: context) }
+// Output that cannot be written (a full disk, a reader gone with SIGPIPE ignored)
+// ends the command as Ctrl-C does, cleanly; the tool then exits 1.
+streams.onFailure = {
+    inputLines.finish()
+    command.cancel()
+}
 
 // Ctrl-C cancels the command, which disconnects cleanly; a second Ctrl-C quits at once,
 // even while the main thread is blocked (e.g. writing to a pipe nobody reads).
@@ -48,4 +53,4 @@ let interrupt = InterruptHandler(
     again: { exit(130) })
 
 let code = await command.value
-exit(code)
+exit(streams.failure == nil ? code : 1)

@@ -92,6 +92,41 @@ struct ProcessIOTests {
         #expect(replies.last == "{\"id\":78,\"result\":\"1.0.0\"}")
     }
 
+    /// Output that cannot be written (here /dev/full: "No space left on
+    /// device") is said once on standard error and ends the command once;
+    /// FileHandle.write used to trap, with a backtrace.
+    @Test("a failed write to standard output is reported once and ends the command, never a trap")
+    func failedOutput() throws {
+        let full = open("/dev/full", O_WRONLY)
+        try #require(full >= 0)
+        defer { close(full) }
+        let errors = Pipe()
+        let streams = StandardStreams(output: full, error: errors.fileHandleForWriting.fileDescriptor)
+        let ended = Counter()
+        streams.onFailure = { ended.add() }
+        #expect(streams.failure == nil)
+        streams.writeOut("first line")
+        streams.writeOut("second line")
+        streams.writeError("a later error line is dropped too")
+        #expect(streams.failure == "cannot write to standard output: No space left on device")
+        #expect(ended.value == 1, "the command is ended once")
+        try errors.fileHandleForWriting.close()
+        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(said == "xtalk: cannot write to standard output: No space left on device\n")
+        // Written whole when the descriptor takes it.
+        let pipe = Pipe()
+        #expect(StandardStreams.writeAll("ünï\n", to: pipe.fileHandleForWriting.fileDescriptor) == nil)
+        try pipe.fileHandleForWriting.close()
+        #expect(pipe.fileHandleForReading.readDataToEndOfFile() == Data("ünï\n".utf8))
+    }
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var count = 0
+        func add() { lock.withLock { count += 1 } }
+        var value: Int { lock.withLock { count } }
+    }
+
     @Test("from a descriptor: every line, a long one across reads, and an early stop")
     func readsDescriptor() throws {
         let long = String(repeating: "0123456789ABCDEF", count: 1_000)  // 16,000 bytes: several reads

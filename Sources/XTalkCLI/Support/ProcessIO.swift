@@ -33,6 +33,64 @@ package enum StandardInputLines {
     }
 }
 
+/// The tool's standard output and error, written with write(2). A write
+/// that fails (stdout a pipe whose reader left while SIGPIPE is ignored, a
+/// full disk, a closed descriptor) is reported once, on standard error when
+/// that still works, and `onFailure` runs once so that the command ends
+/// cleanly (its link closed); later writes are dropped. Foundation's
+/// `FileHandle.write` traps on such an error instead.
+package final class StandardStreams: @unchecked Sendable {
+    private let lock = NSLock()
+    private let output: Int32
+    private let error: Int32
+    private var failed: String?
+    /// Runs once, on the thread whose write failed.
+    package var onFailure: (@Sendable () -> Void)? {
+        get { lock.withLock { failureHandler } }
+        set { lock.withLock { failureHandler = newValue } }
+    }
+    private var failureHandler: (@Sendable () -> Void)?
+
+    package init(output: Int32 = 1, error: Int32 = 2) {
+        self.output = output
+        self.error = error
+    }
+
+    /// Why writing failed (nil: every write so far went through).
+    package var failure: String? { lock.withLock { failed } }
+
+    package func writeOut(_ line: String) { write(line, to: output, naming: "standard output") }
+    package func writeError(_ line: String) { write(line, to: error, naming: "standard error") }
+
+    private func write(_ line: String, to descriptor: Int32, naming stream: String) {
+        // One line at a time, whole: lines of several threads never interleave.
+        let handler: (@Sendable () -> Void)? = lock.withLock {
+            guard failed == nil else { return nil }
+            guard let code = Self.writeAll(line + "\n", to: descriptor) else { return nil }
+            let reason = "cannot write to \(stream): \(String(cString: strerror(code)))"
+            failed = reason
+            if descriptor != error { _ = Self.writeAll("xtalk: \(reason)\n", to: error) }
+            return failureHandler ?? {}
+        }
+        handler?()
+    }
+
+    /// Writes all of `text`, again after an interrupted or partial write;
+    /// returns the error number of a failure (nil: written).
+    package static func writeAll(_ text: String, to descriptor: Int32) -> Int32? {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { raw in Foundation.write(descriptor, raw.baseAddress, raw.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            bytes = bytes.dropFirst(written)
+        }
+        return nil
+    }
+}
+
 /// Splits bytes into lines as `readLine()` does: without their "\n" or
 /// "\r\n", invalid UTF-8 repaired; a last line without a newline counts.
 /// Each byte is searched for a newline once, however a long line arrives.
