@@ -231,6 +231,33 @@ struct ChaosCommandTests {
         #expect(bad.stderr.contains("invalid value '-1' for --seed"))
     }
 
+    /// Ctrl-C lands in the middle of a scenario: what the checker saw there is
+    /// the interruption, not the SDK. No verdict for it, the summary says
+    /// interrupted, and the exit code is 130 (it used to report violations,
+    /// with a passing exit code).
+    @Test("Ctrl-C mid-scenario: no verdict for the cut scenario, the summary says interrupted, exit 130")
+    func interruptedMidScenario() async {
+        let out = Lines()
+        let err = Lines()
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        continuation.finish()
+        let context = CommandContext(
+            virtualClock: nil, input: stream, writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
+        let task = Task { @MainActor in
+            await XTalkCLI.run(["chaos", "--scenarios", "2000", "--json"], context: context)
+        }
+        // Turns of the main actor, not wall-clock time: the scenarios run on it, so this lands in one.
+        for _ in 0..<2_000 { await Task.yield() }
+        task.cancel()
+        let code = await task.value
+        let result = CLIResult(code: code, out: out.all, err: err.all, elapsed: .zero)
+        #expect(result.records(ofType: "scenario").isEmpty, "no verdict: \(result.out.prefix(3))")
+        let summary = result.records(ofType: "chaos_summary").first
+        #expect(summary?["interrupted"] as? Bool == true)
+        #expect((summary?["scenarios"] as? Int ?? 2_000) < 2_000)
+        #expect(code == 130, "\(result.stderr)")
+    }
+
     @Test("--self-test flags every known bug, and says which scenario did")
     func selfTest() async {
         let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "200", "--json"])

@@ -36,7 +36,7 @@ enum ChaosCommand {
                 checked (strictly, excused by reason, late replies, frames). --self-test switches each known
                 bug on in the SDK in turn and fails unless every one is flagged. Exits 1 when a scenario fails.
                 """),
-        endsOnInterrupt: true
+        endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let count: Int
         let first: Int
@@ -56,6 +56,8 @@ enum ChaosCommand {
                 for index in first..<(first + count) where found == nil {
                     if Task.isCancelled { throw CLIError(.interrupted, "interrupted") }
                     let report = await ChaosScenario(seed: ChaosSeeds.seed(ofScenario: index), faults: faults).run()
+                    // A scenario cut by Ctrl-C has no verdict.
+                    if Task.isCancelled { throw CLIError(.interrupted, "interrupted") }
                     if let violation = report.violations.first { found = (index, violation) }
                 }
                 if found == nil { missed.append(name) }
@@ -75,9 +77,13 @@ enum ChaosCommand {
         var failed = 0
         var tally = ChaosTally()
         let start = ContinuousClock.now
-        for (index, seed) in seeds.enumerated() {
-            if Task.isCancelled { throw CLIError(.interrupted, "interrupted after \(index) scenarios") }
+        var ran = 0
+        for seed in seeds {
+            if Task.isCancelled { break }
             let report = await ChaosScenario(seed: seed, traceTraffic: verbose).run()
+            // A scenario cut by Ctrl-C has no verdict: what its checker saw is the interruption.
+            if Task.isCancelled { break }
+            ran += 1
             if !report.passed { failed += 1 }
             tally.add(report.tally)
             if !report.passed || verbose {
@@ -94,11 +100,17 @@ enum ChaosCommand {
         let seconds =
             Double((ContinuousClock.now - start).components.seconds)
             + Double((ContinuousClock.now - start).components.attoseconds) / 1e18
+        let interrupted = ran < seeds.count
         printer.record(
             "chaos_summary",
-            [("scenarios", .int(seeds.count)), ("failed", .int(failed)), ("seconds", .double(seconds))],
-            human: "\(seeds.count) scenarios, \(failed == 0 ? "all passed" : "\(failed) failed")"
+            [
+                ("scenarios", .int(ran)), ("failed", .int(failed)), ("seconds", .double(seconds)),
+                ("interrupted", .bool(interrupted)),
+            ],
+            human: "\(ran) scenarios\(interrupted ? " (interrupted)" : ""), "
+                + "\(failed == 0 ? "all passed" : "\(failed) failed")"
                 + String(format: " in %.1f s", seconds) + "\n" + tally.summary)
-        if failed > 0 { throw CLIError(.failure, "\(failed) of \(seeds.count) chaos scenarios failed") }
+        if failed > 0 { throw CLIError(.failure, "\(failed) of \(ran) chaos scenarios failed") }
+        if interrupted { throw CLIError(.interrupted, "interrupted after \(ran) of \(seeds.count) scenarios") }
     }
 }
