@@ -42,6 +42,9 @@ struct CommandTests {
             (["auth", "--mtu", "9"], "--mtu"),
             (["auth", "--firmware-encoding", "rot13"], "--firmware-encoding"),
             (["at"], "COMMAND"),
+            (["at", ""], "<COMMAND> 1: invalid AT command: the text is empty"),
+            (["at", "AT+VER?", "AT+VER?\nAT+FREQ?"], "<COMMAND> 2: invalid AT command: LF at byte 7"),
+            (["at", "AT+名字"], "<COMMAND> 1: invalid AT command: byte 3 (0xE5) is not printable ASCII"),
             (["send"], "HEX"),
             (["send", "ABC"], "<HEX>"),
             (["send", "zz"], "<HEX>"),
@@ -125,11 +128,16 @@ struct CommandTests {
         #expect(result.stderr.contains("XTalkDeviceAuthError.signatureVerificationFailed"))
     }
 
-    @Test("at runs commands in order and prints their lines")
+    @Test("at runs commands in order and prints their lines; a refused one ends the run with exit 1")
     func at() async {
-        let human = await xtalk(["at", "AT+VER?", "AT+FREQ=1", "AT+PING=hi"])
+        let human = await xtalk(["at", "AT+VER?", "AT+PING=hi"])
         #expect(human.code == 0)
-        #expect(human.out == ["> AT+VER?\n+VER:2.1.0\nOK", "> AT+FREQ=1\nERROR", "> AT+PING=hi\n+PING:hi\nOK"])
+        #expect(human.out == ["> AT+VER?\n+VER:2.1.0\nOK", "> AT+PING=hi\n+PING:hi\nOK"])
+        // A script must be able to tell a refused command; the commands after it are not sent.
+        let refused = await xtalk(["at", "AT+VER?", "AT+FREQ=1", "AT+PING=hi"])
+        #expect(refused.code == 1)
+        #expect(refused.out == ["> AT+VER?\n+VER:2.1.0\nOK", "> AT+FREQ=1\nERROR"])
+        #expect(refused.stderr.contains("AT+FREQ=1: the device answered ERROR"), "\(refused.stderr)")
         let json = await xtalk(["at", "AT+VER?", "--json", "--encoding", "xor"])
         #expect(json.out == ["{\"type\":\"response\",\"command\":\"AT+VER?\",\"lines\":[\"+VER:2.1.0\",\"OK\"]}"])
     }
@@ -143,11 +151,12 @@ struct CommandTests {
         #expect(result.stderr.contains("XTalkBleError.timeout"))
     }
 
-    @Test("bad AT text is rejected by the SDK with its reason")
+    @Test("bad AT text is a usage error with the SDK's reason, found before any scan")
     func badAtText() async {
         let result = await xtalk(["at", "AT\rX"])
-        #expect(result.code == 1)
+        #expect(result.code == 2)
         #expect(result.stderr.contains("CR at byte 2"))
+        #expect(result.elapsed == .zero, "no scan, no connection")
     }
 
     @Test("send hex and text, waiting for +SENDFIN")
@@ -177,6 +186,16 @@ struct CommandTests {
         let lost = await xtalk(["connect", "--hold", "--disconnect-after", "1"])
         #expect(lost.code == 4)
         #expect(lost.stderr.contains("link was lost"))
+    }
+
+    /// The link lost while the values are read: a failure (exit 4), not a
+    /// device whose values are "unavailable".
+    @Test("info with the link lost while reading fails with exit 4")
+    func infoLinkLost() async {
+        let result = await xtalk(["info", "--disconnect-after", "0.01"])
+        #expect(result.code == 4)
+        #expect(result.stderr.contains("the link was lost"), "\(result.stderr)")
+        #expect(!result.out.contains { $0.contains("unavailable") })
     }
 
     @Test("listen prints frames with metadata until --count")

@@ -37,7 +37,13 @@ enum FinalResultCode: Equatable, Sendable {
     case error
 }
 
-enum LineClassifier {
+package enum LineClassifier {
+    /// Whether `line` is a final result code that reports an error (`ERROR`,
+    /// `+CME ERROR:…`, `+ERR:…`): how a tool tells a refused command.
+    package static func isErrorResult(_ line: String) -> Bool {
+        if case .response(.error) = classify(line) { true } else { false }
+    }
+
     static func classify(_ line: String) -> LineClass {
         // Lines from the framer are native ASCII strings: contiguous, read in place.
         if let result = line.utf8.withContiguousStorageIfAvailable({ classify(utf8: $0) }) { return result }

@@ -28,13 +28,13 @@ extension XTalkAtEncoding {
 /// What PROTOCOL.md allows as input, checked before any byte is written: a
 /// CR or LF inside command text would inject a second command, and a payload
 /// outside 1–240 bytes would be rejected by the device anyway.
-enum AtInputValidation {
+package enum AtInputValidation {
     /// The largest radio payload (PROTOCOL.md section 7).
     static let maximumPayloadLength = 240
 
     /// Accepts non-empty printable ASCII without CR or LF; otherwise throws
     /// `.writeFailed` naming the problem and where it is.
-    static func validateCommand(_ text: String) throws(XTalkBleError) {
+    package static func validateCommand(_ text: String) throws(XTalkBleError) {
         if text.isEmpty { throw .writeFailed("invalid AT command: the text is empty") }
         for (offset, byte) in text.utf8.enumerated() {
             switch byte {

@@ -178,6 +178,10 @@ enum DeviceCommands {
             async let firmware = client.fetchBleFirmwareVersion()
             async let hardware = client.fetchHardwareVersion()
             let (level, ble, hw) = await (battery, firmware, hardware)
+            // A value missing because the link went is not "unavailable": the run failed.
+            if client.connectionState != .connected {
+                throw CLIError(.notReady, "Reading device information failed: the link was lost")
+            }
             printer.record(
                 "info",
                 [
@@ -224,6 +228,13 @@ enum DeviceCommands {
         } catch {
             throw CLIError.usage(error)
         }
+        // Text the SDK would refuse is a usage error, found before any scan.
+        for (index, command) in arguments.positionals.enumerated() {
+            do throws(XTalkBleError) { try AtInputValidation.validateCommand(command) } catch {
+                guard case .writeFailed(let reason) = error else { throw CLIError.from(error, doing: "at") }
+                throw CLIError.usage(UsageError("<COMMAND> \(index + 1): \(reason)"))
+            }
+        }
         try await withSession(arguments, context, printer) { session, _ throws(CLIError) in
             try await session.prepareEncoding()
             for command in arguments.positionals {
@@ -236,6 +247,10 @@ enum DeviceCommands {
                 printer.record(
                     "response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
                     human: (["> " + command] + lines).joined(separator: "\n"))
+                // A refused command fails the run (exit 1); the commands after it are not sent.
+                if let last = lines.last, LineClassifier.isErrorResult(last) {
+                    throw CLIError(.failure, "\(command): the device answered \(last)")
+                }
             }
         }
     }
