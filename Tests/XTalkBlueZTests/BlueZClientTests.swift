@@ -205,3 +205,73 @@ struct BlueZClientTests {
         client.teardown()
     }
 }
+
+/// Another program (another process, another client) disconnected the radio a
+/// moment ago: BlueZ holds its link for 2 s, Connected, and answers a Connect
+/// on it at once; StartNotify is refused ("Not connected") and the link then
+/// drops. The connection waits for the held link to go and connects again,
+/// without the app seeing anything but a slower connect.
+@Suite("BlueZ: a link another client let go a moment ago", .serialized, .timeLimit(.minutes(2)))
+@MainActor
+struct BlueZInheritedLinkTests {
+    @Test("a client that connects during another client's disconnect hold becomes ready")
+    func connectDuringAnotherClientsHold() async throws {
+        try #require(dbusDaemonAvailable, dbusMissing)
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        first.teardown()  // Disconnect: BlueZ keeps the link for 2 s
+        let second = rig.client()
+        var states: [XTalkConnectionState] = []
+        second.onEvent = { event in if case .connectionStateChanged(let state) = event { states.append(state) } }
+        _ = try await second.connectFirstDevice(rig: rig)
+        #expect(try await second.runAtCommand("AT+PING=second") == ["+PING:second", "OK"])
+        #expect(!states.contains { if case .failed = $0 { true } else { false } }, "\(states)")
+        #expect(!states.contains(.disconnected), "\(states)")
+        second.teardown()
+    }
+
+    /// A held link that does not go in time: the connect fails with the
+    /// refusal, bounded, and the client stays usable.
+    @Test("a hold that outlasts the relink bound fails the connect with the refusal")
+    func holdTooLong() async throws {
+        try #require(dbusDaemonAvailable, dbusMissing)
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.disconnectDelay = .seconds(30)
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        first.teardown()
+        let second = rig.client()
+        let start = ContinuousClock.now
+        await #expect(throws: BlueZTestFailure.self) { _ = try await second.connectFirstDevice(rig: rig) }
+        guard case .failed(.connectionFailed(let reason)) = second.connectionState else {
+            Issue.record("state \(second.connectionState)")
+            return
+        }
+        #expect(reason.contains("not connected"), "\(reason)")
+        #expect(ContinuousClock.now - start < .seconds(9), "bounded by the relink limit, inside the connect timeout")
+        second.teardown()
+    }
+
+    /// A healthy link another client holds is shared: the subscription goes
+    /// through on it, so when that client later disconnects the device, the
+    /// link's end is a loss for this one too (no relink after a subscription).
+    @Test("a healthy link another client holds is shared; its end is then a loss")
+    func sharedHealthyLink() async throws {
+        try #require(dbusDaemonAvailable, dbusMissing)
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        let second = rig.client()
+        _ = try await second.connectFirstDevice(rig: rig)
+        #expect(try await second.runAtCommand("AT+PING=shared") == ["+PING:shared", "OK"])
+        first.disconnect()
+        #expect(await eventually { second.connectionState == .disconnected || !second.atReady })
+        #expect(second.connectionState != .connected, "\(second.connectionState)")
+        first.teardown()
+        second.teardown()
+    }
+}

@@ -103,7 +103,33 @@ package final class BlueZBackend: BleBackend {
         var usedServices: Set<BleUUID> = []
         /// AcquireWrite's socket per characteristic path; dropping one closes it.
         var writeSockets: [String: WriteSocketState] = [:]
+        /// The device was connected when this connection began: another
+        /// client's link (see `relink`), on which Connect is answered at once.
+        var inherited = false
+        /// A subscription went through on this link: it is this connection's own.
+        var subscribed = false
+        /// The inherited link turned out to be going; nil: not relinking.
+        var relink: Relink?
     }
+
+    /// Another client (another process) disconnected the device a moment ago:
+    /// BlueZ keeps that link for 2 s, Connected, answers a Connect on it at
+    /// once and refuses StartNotify ("Not connected"), then drops it. Nothing
+    /// on the bus tells such a link from a healthy one another client holds,
+    /// until StartNotify is refused or the link drops before the first
+    /// subscription. Then, once per connection, the backend waits for the
+    /// held link to go, connects again and makes the subscriptions the client
+    /// asked for; the client sees only a slower connect.
+    private struct Relink {
+        /// Subscriptions to make once the new link's services are resolved.
+        var subscriptions: [BleCharacteristicRef] = []
+        /// The first refusal, reported if the relink does not complete in time.
+        var failure: BleBackendError?
+        var timer: TimerToken?
+    }
+
+    /// How long a relink may take: the rest of BlueZ's 2 s hold, and a connect.
+    static let relinkLimit: Duration = .seconds(6)
 
     private enum WriteSocketState {
         case acquiring
@@ -421,7 +447,20 @@ package final class BlueZBackend: BleBackend {
                 return
             }
             if let id = connectionID(path: path) {
-                if changed["Connected"]?.boolValue == true { connections[id]?.linkUp = true }
+                if changed["Connected"]?.boolValue == false, let connection = connections[id] {
+                    if connection.relink != nil {
+                        // The held link is gone: connect again.
+                        callConnect(id, generation: connection.generation, path: path)
+                        return
+                    }
+                    if connection.linkUp, mayRelink(id) {
+                        beginRelink(id, subscription: nil, failure: nil)  // connects again: the link is gone
+                        return
+                    }
+                }
+                if changed["Connected"]?.boolValue == true, connections[id]?.relink == nil {
+                    connections[id]?.linkUp = true
+                }
                 if changed["Connected"]?.boolValue == false, connections[id]?.linkUp == true {
                     linkLost(id, path: path)
                     return
@@ -608,6 +647,9 @@ package final class BlueZBackend: BleBackend {
             return
         }
         connections[peripheral] = Connection(generation: generation, path: path)
+        connections[peripheral]?.inherited =
+            !disconnecting.contains(path)
+            && tree.properties(path, BlueZInterface.device)?["Connected"]?.boolValue == true
         disconnectReasons[path] = nil
         if disconnecting.contains(path) {
             // The previous connection's link is still up (BlueZ drops it up to
@@ -650,11 +692,23 @@ package final class BlueZBackend: BleBackend {
 
     /// Reports `.connected` once the link is up and BlueZ has resolved the services.
     private func checkConnected(_ peripheral: UUID) {
-        guard let connection = connections[peripheral], connection.linkUp, !connection.reported,
+        guard let connection = connections[peripheral], connection.linkUp,
+            !connection.reported || connection.relink != nil,
             let properties = tree.properties(connection.path, BlueZInterface.device),
             properties["Connected"]?.boolValue == true, properties["ServicesResolved"]?.boolValue == true
         else { return }
         connections[peripheral]?.reported = true
+        resolvePaths(peripheral, connection)
+        guard let relink = connection.relink else { return emit(.connected(peripheral: peripheral)) }
+        // The new link is up: the subscriptions the client asked for, on it.
+        if let timer = relink.timer { scheduler.cancel(timer) }
+        connections[peripheral]?.relink = nil
+        if !connection.reported { emit(.connected(peripheral: peripheral)) }
+        for characteristic in relink.subscriptions { setNotifyValue(true, for: characteristic, of: peripheral) }
+    }
+
+    /// The characteristics' object paths and the ATT MTU of the connection's link.
+    private func resolvePaths(_ peripheral: UUID, _ connection: Connection) {
         var paths: [BleCharacteristicRef: String] = [:]
         var mtu = 23
         for service in tree.services(of: connection.path) {
@@ -672,7 +726,39 @@ package final class BlueZBackend: BleBackend {
         connections[peripheral]?.paths = paths
         connections[peripheral]?.mtu = mtu
         readMTU(peripheral, connection.generation, path: paths.values.min())
-        emit(.connected(peripheral: peripheral))
+    }
+
+    /// Whether the connection's link is an inherited one that turned out to be
+    /// going (see `Relink`) and may be made again: once, before any subscription.
+    private func mayRelink(_ peripheral: UUID) -> Bool {
+        guard let connection = connections[peripheral] else { return false }
+        return connection.inherited && !connection.subscribed && connection.relink == nil
+    }
+
+    /// Starts a relink: waits for the held link to go (Connected=false), then
+    /// connects again (`deviceConnectedChanged`); bounded by `relinkLimit`.
+    private func beginRelink(_ peripheral: UUID, subscription: BleCharacteristicRef?, failure: BleBackendError?) {
+        guard let connection = connections[peripheral] else { return }
+        let generation = connection.generation
+        var relink = Relink(subscriptions: subscription.map { [$0] } ?? [], failure: failure)
+        relink.timer = scheduler.schedule(after: Self.relinkLimit) { [weak self] in
+            guard let self, let connection = self.connections[peripheral], connection.generation == generation,
+                let relink = connection.relink
+            else { return }
+            self.connections[peripheral]?.relink = nil
+            if let failure = relink.failure, let characteristic = relink.subscriptions.first {
+                self.emit(
+                    .notificationStateUpdated(
+                        peripheral: peripheral, characteristic: characteristic, isNotifying: false, error: failure))
+            }
+            self.linkLost(peripheral, path: connection.path)
+        }
+        connections[peripheral]?.inherited = false  // once per connection
+        connections[peripheral]?.relink = relink
+        connections[peripheral]?.linkUp = false
+        if tree.properties(connection.path, BlueZInterface.device)?["Connected"]?.boolValue != true {
+            callConnect(peripheral, generation: generation, path: connection.path)
+        }
     }
 
     /// Asks BlueZ for this link's ATT MTU. The objects' MTU may be missing or
@@ -812,15 +898,32 @@ package final class BlueZBackend: BleBackend {
         } else {
             subscriptions[path] = nil
         }
+        if enabled, connections[peripheral]?.relink != nil {
+            connections[peripheral]?.relink?.subscriptions.append(characteristic)
+            return
+        }
         callRetrying(
             peripheral, generation, path: path, member: enabled ? "StartNotify" : "StopNotify", body: []
         ) { [weak self] reply in
+            guard let self else { return }
             var failure: BleBackendError?
             if case .failure(let error) = reply {
-                failure = BlueZ.error(error, doing: enabled ? "Subscribing" : "Unsubscribing")
-                if enabled { self?.subscriptions[path] = nil }
+                let refusal = BlueZ.error(error, doing: enabled ? "Subscribing" : "Unsubscribing")
+                if enabled, refusal.code == .notConnected, self.mayRelink(peripheral) {
+                    // An inherited link that is going (see `Relink`): made again, then this subscription.
+                    self.beginRelink(peripheral, subscription: characteristic, failure: refusal)
+                    return
+                }
+                if enabled, self.connections[peripheral]?.relink != nil {
+                    self.connections[peripheral]?.relink?.subscriptions.append(characteristic)
+                    return
+                }
+                failure = refusal
+                if enabled { self.subscriptions[path] = nil }
+            } else if enabled {
+                self.connections[peripheral]?.subscribed = true
             }
-            self?.emit(
+            self.emit(
                 .notificationStateUpdated(
                     peripheral: peripheral, characteristic: characteristic,
                     isNotifying: failure == nil ? enabled : !enabled, error: failure))
