@@ -167,6 +167,13 @@ package final class BleBridge {
     /// Devices `enumerate` can name (for tests).
     package var knownDeviceCount: Int { names.count }
 
+    /// Requests that will be answered without the device sending anything
+    /// (an `enumerate`'s scan, a `connect`, a `send`, a call waiting for
+    /// Bluetooth's state): every pending request but the parked receives.
+    package var requestsInProgress: Int {
+        pendingRequestCount - machines.values.filter(\.hasParkedReceive).count
+    }
+
     /// Requests not answered yet (for tests: every request is answered once).
     package var pendingRequestCount: Int { completions.count + enumerateWaiters.count + stateWaiters.count }
 
@@ -342,7 +349,7 @@ package final class BleBridge {
         case .unknown, .resetting:
             endEverything(BridgeError(.deviceDisconnected, "Bluetooth is resetting"))
         case .poweredOff, .unauthorized, .unsupported:
-            let error = Self.unusable(state)
+            let error = unusable(state)
             endEverything(error)
             failStateWaiters(error)
         }
@@ -392,7 +399,7 @@ package final class BleBridge {
         case .poweredOn:
             work()
         case .poweredOff, .unauthorized, .unsupported:
-            completion(.failure(Self.unusable(backend.state)))
+            completion(.failure(unusable(backend.state)))
         case .unknown, .resetting:
             stateWaiters.append((work, { completion(.failure($0)) }))
             guard stateTimer == nil else { return }
@@ -413,11 +420,16 @@ package final class BleBridge {
         stateTimer = nil
     }
 
-    private static func unusable(_ state: BleManagerState) -> BridgeError {
-        switch state {
-        case .unauthorized: BridgeError(.permission, "the app is not allowed to use Bluetooth")
-        case .unsupported: BridgeError(.unsupported, "this device has no Bluetooth LE")
-        default: BridgeError(.poweredOff, "Bluetooth is off")
-        }
+    /// The error for an unusable state, in the platform's words when it has
+    /// them (on Linux: no system bus, bluetoothd not running, no adapter).
+    private func unusable(_ state: BleManagerState) -> BridgeError {
+        let error: BridgeError =
+            switch state {
+            case .unauthorized: BridgeError(.permission, "the app is not allowed to use Bluetooth")
+            case .unsupported: BridgeError(.unsupported, "this device has no Bluetooth LE")
+            default: BridgeError(.poweredOff, "Bluetooth is off")
+            }
+        guard let reason = backend.unavailableReason else { return error }
+        return BridgeError(error.code, reason)
     }
 }

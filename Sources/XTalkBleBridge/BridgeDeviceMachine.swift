@@ -163,6 +163,9 @@ package struct BridgeDeviceMachine: Sendable {
         self.generation = generation
     }
 
+    /// A `receive` waits for the device's next chunk.
+    package var hasParkedReceive: Bool { parkedReceive != nil }
+
     /// Idle, with nothing queued or waiting: the driver may forget the machine.
     package var holdsNothing: Bool {
         phase == .idle && chunks.count == chunkHead && parkedReceive == nil && sends.isEmpty

@@ -198,6 +198,20 @@ struct CommandTests {
         #expect(!result.out.contains { $0.contains("unavailable") })
     }
 
+    /// A piped batch ("init", then "enumerate") ends its input at once: the
+    /// requests already made are answered first (the enumerate's scan used to
+    /// be cut with 720 "the host's input ended").
+    @Test("bridge --stdio answers a piped batch before it ends")
+    func bridgeBatch() async throws {
+        let result = await xtalk(
+            ["bridge", "--stdio"],
+            input: [#"{"id":1,"method":"init"}"#, #"{"id":3,"method":"enumerate"}"#, #"{"id":4,"method":"version"}"#])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.out.count == 3, "\(result.out)")
+        let enumerate = try #require(result.out.first { $0.hasPrefix(#"{"id":3,"#) })
+        #expect(enumerate.contains(#""name":"OneKey Pro""#), "\(enumerate)")
+    }
+
     @Test("listen prints frames with metadata until --count")
     func listen() async {
         let human = await xtalk(["listen", "--count", "3", "--traffic", "10"])

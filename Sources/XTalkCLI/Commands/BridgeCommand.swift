@@ -7,6 +7,10 @@ import XTalkSimulator
 /// shares) as a JSON-lines host, for tests and for Node.js programs: one
 /// request per input line, one reply per output line, requests concurrent.
 enum BridgeCommand {
+    /// How long requests already made may take to be answered once input ends:
+    /// an `enumerate`'s scan, a connect's link and discovery.
+    static let endOfInputSettle: Duration = .seconds(20)
+
     static let stdio = OptionSpec.flag(
         "stdio", help: "Serve JSON lines on standard input and output (the only host on this platform).")
     static let devices = OptionSpec.int(
@@ -74,8 +78,13 @@ enum BridgeCommand {
             guard line.contains(where: { !$0.isWhitespace }) else { continue }
             router.handle(Array(line.utf8)) { reply in context.writeOut(reply) }
         }
-        // The end of input: every link ends, and every request still waiting
-        // (a parked receive, a call waiting for Bluetooth) is answered before the host exits.
+        // The end of input (not Ctrl-C): the requests already made are answered
+        // first, bounded (a piped "init, enumerate" gets its devices); then every
+        // link ends, and what still waits (a parked receive) is answered before the host exits.
+        let settle = context.elapsed + Self.endOfInputSettle
+        while !Task.isCancelled, bridge.requestsInProgress > 0, context.elapsed < settle {
+            do { try await context.sleep(for: .milliseconds(10)) } catch { break }
+        }
         bridge.close("the host's input ended")
         let deadline = context.elapsed + .seconds(5)
         while bridge.pendingRequestCount > 0, context.elapsed < deadline {
