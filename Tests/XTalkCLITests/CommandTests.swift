@@ -42,6 +42,8 @@ struct CommandTests {
             (["auth", "--mtu", "9"], "--mtu"),
             (["auth", "--firmware-encoding", "rot13"], "--firmware-encoding"),
             (["at"], "COMMAND"),
+            (["info", "--address", "zz"], "invalid value 'ZZ' for --address"),
+            (["demo", "--disconnect-after", "1"], "unknown option --disconnect-after"),
             (["at", ""], "<COMMAND> 1: invalid AT command: the text is empty"),
             (["at", "AT+VER?", "AT+VER?\nAT+FREQ?"], "<COMMAND> 2: invalid AT command: LF at byte 7"),
             (["at", "AT+名字"], "<COMMAND> 1: invalid AT command: byte 3 (0xE5) is not printable ASCII"),
@@ -196,6 +198,27 @@ struct CommandTests {
         #expect(result.code == 4)
         #expect(result.stderr.contains("the link was lost"), "\(result.stderr)")
         #expect(!result.out.contains { $0.contains("unavailable") })
+    }
+
+    /// The options every device command lists select the device in scan and demo too.
+    @Test("scan and demo honour --name, --address and --scan-timeout")
+    func scanAndDemoSelection() async {
+        let named = await xtalk(["scan", "--name", "xTalk-0002", "-t", "1"])
+        #expect(named.code == 0)
+        #expect(
+            named.out.count == 2 && named.out[0].hasPrefix("xTalk-0002 ") && named.out[1] == "1 device", "\(named.out)")
+        let byAddress = await xtalk(["scan", "--address", "c0:ff:ee:00:00:03", "-t", "1"])
+        #expect(byAddress.out.first?.hasPrefix("xTalk-0003 ") == true && byAddress.out.last == "1 device")
+        let window = await xtalk(["scan", "--scan-timeout", "0.5"])
+        #expect(window.elapsed < .seconds(1), "--scan-timeout sets the window without -t")
+        let demo = await xtalk(["demo", "--name", "xTalk-0002"])
+        #expect(demo.code == 0)
+        #expect(demo.out.contains { $0.contains("xTalk-0002 (C0:FF:EE:00:00:02): connected, atReady") }, "\(demo.out)")
+        let nobody = await xtalk(["demo", "--name", "nope"])
+        #expect(nobody.code == 3)
+        #expect(nobody.stderr.contains("no xTalk device named 'nope' was found"))
+        let both = await xtalk(["info", "--name", "xTalk-0002", "--address", "C0:FF:EE:00:00:03"])
+        #expect(both.stderr.contains("named 'xTalk-0002' with address C0:FF:EE:00:00:03"), "\(both.stderr)")
     }
 
     /// A piped batch ("init", then "enumerate") ends its input at once: the

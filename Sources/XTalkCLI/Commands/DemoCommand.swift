@@ -8,7 +8,11 @@ enum DemoCommand {
         spec: CommandSpec(
             name: "demo",
             summary: "Run the integration guide's six-step acceptance sequence on the built-in simulated devices.",
-            positionals: [], options: CommonOptions.device,
+            // Every device option but --disconnect-after: the sequence loses the link itself (step 5).
+            positionals: [],
+            options: CommonOptions.device.filter {
+                $0.declaration.name != CommonOptions.disconnectAfter.declaration.name
+            },
             discussion: """
                 Scans, connects to the strongest device, authenticates it (and shows that an unauthenticated
                 session cannot send), runs AT commands and radio sends side by side while radio frames
@@ -60,8 +64,10 @@ final class Demo {
         defer { eventTask?.cancel() }
 
         try await step(1, "Bluetooth access and scan results") { details throws(CLIError) in
-            let results = try await session.scan(window: .milliseconds(600))
-            guard !results.isEmpty else { throw CLIError(.notFound, "no xTalk device was found") }
+            let results = try await session.scan(
+                window: session.explicitScanWindow ? session.scanWindow : .milliseconds(600)
+            ).filter(session.selects)
+            guard !results.isEmpty else { throw CLIError(.notFound, "no xTalk device \(session.wanted) was found") }
             for result in results { details.append(Render.device(result).1) }
             return "\(results.count) device\(results.count == 1 ? "" : "s") found"
         }
@@ -182,8 +188,8 @@ final class Demo {
             try await session.waitUntil("Connecting to \(device.name)") { client.atReady }
             return device
         }
-        guard let strongest = client.scanResults.max(by: { $0.rssi < $1.rssi }) else {
-            throw CLIError(.notFound, "no xTalk device was found")
+        guard let strongest = client.scanResults.filter(session.selects).max(by: { $0.rssi < $1.rssi }) else {
+            throw CLIError(.notFound, "no xTalk device \(session.wanted) was found")
         }
         device = strongest
         client.connect(id: strongest.id)

@@ -111,8 +111,11 @@ enum DeviceCommands {
         let window: Duration
         let session: DeviceSession
         do throws(UsageError) {
-            window = .milliseconds(Int((try arguments[Options.scanTimeout] ?? 3) * 1_000))
             session = try DeviceSession(arguments, context: context, printer: printer)
+            // -t/--timeout, else --scan-timeout, else 3 s.
+            window =
+                try arguments[Options.scanTimeout].map { .milliseconds(Int($0 * 1_000)) }
+                ?? (session.explicitScanWindow ? session.scanWindow : .seconds(3))
         } catch {
             throw CLIError.usage(error)
         }
@@ -120,6 +123,7 @@ enum DeviceCommands {
         var count = 0
         do throws(CLIError) {
             _ = try await session.scan(window: window) { result in
+                guard session.selects(result) else { return }  // --name, --address
                 count += 1
                 let (fields, text) = Render.device(result)
                 printer.record("device", fields, human: text)

@@ -140,8 +140,16 @@ final class DeviceSession {
     let settings: SimulatorSettings
     private let name: String?
     private let address: String?
-    private let scanWindow: Duration
+    let scanWindow: Duration
+    /// `--scan-timeout` was given.
+    let explicitScanWindow: Bool
     private let encoding: String
+
+    /// AA:BB:CC:DD:EE:FF (hex digits, either case).
+    static func isAddress(_ text: String) -> Bool {
+        let pairs = text.split(separator: ":", omittingEmptySubsequences: false)
+        return pairs.count == 6 && pairs.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
+    }
 
     init(
         _ arguments: ParsedArguments, context: CommandContext, printer: Printer,
@@ -152,7 +160,11 @@ final class DeviceSession {
         settings = try SimulatorSettings(arguments, defaults: defaults)
         name = try arguments[CommonOptions.name]
         address = try arguments[CommonOptions.address]?.uppercased()
+        if let address, !Self.isAddress(address) {
+            throw UsageError("invalid value '\(address)' for --address: expected six hex pairs, AA:BB:CC:DD:EE:FF")
+        }
         scanWindow = .milliseconds(Int((try arguments[CommonOptions.scanTimeout] ?? 1) * 1_000))
+        explicitScanWindow = try arguments[CommonOptions.scanTimeout] != nil
         // Only the commands that run AT commands declare --encoding; the others find it by authenticating.
         encoding = try arguments.declares(CommonOptions.encoding) ? arguments[CommonOptions.encoding] ?? "auto" : "auto"
         var handler: XTalkLogHandler?
@@ -215,9 +227,20 @@ final class DeviceSession {
         return CLIError(failure.code, "\(failure.message): \(reason)")
     }
 
+    /// Whether `--name` / `--address` ask for `result` (false when neither is given).
     private func matches(_ result: XTalkScanResult) -> Bool {
+        selects(result) && (name != nil || address != nil)
+    }
+
+    /// Whether `result` may be used: it has the name and address asked for, if any.
+    func selects(_ result: XTalkScanResult) -> Bool {
         (name == nil || result.name == name) && (address == nil || result.address == address)
-            && (name != nil || address != nil)
+    }
+
+    /// The device asked for, in words ("named 'X' with address Y"; "at all" without either).
+    var wanted: String {
+        let parts = [name.map { "named '\($0)'" }, address.map { "with address \($0)" }].compactMap { $0 }
+        return parts.isEmpty ? "at all" : parts.joined(separator: " ")
     }
 
     /// Selects the device (by name, address, or the strongest) and connects
@@ -231,8 +254,7 @@ final class DeviceSession {
             selected = results.first
         }
         guard let device = selected else {
-            let what = name.map { "named '\($0)'" } ?? address.map { "with address \($0)" } ?? "at all"
-            throw CLIError(.notFound, "no xTalk device \(what) was found within \(seconds(scanWindow))")
+            throw CLIError(.notFound, "no xTalk device \(wanted) was found within \(seconds(scanWindow))")
         }
         client.connect(id: device.id)
         try await waitUntil("Connecting to \(device.name)") { [client] in client.atReady }
