@@ -258,6 +258,23 @@ struct ChaosCommandTests {
         #expect(code == 130, "\(result.stderr)")
     }
 
+    @Test("bench: Ctrl-C ends the run with exit 130 and no verdict")
+    func benchInterrupted() async {
+        let out = Lines()
+        let err = Lines()
+        let (stream, continuation) = AsyncStream<String>.makeStream()
+        continuation.finish()
+        let context = CommandContext(
+            virtualClock: nil, input: stream, writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
+        let task = Task { @MainActor in await XTalkCLI.run(["bench", "--deterministic", "--json"], context: context) }
+        for _ in 0..<2_000 { await Task.yield() }  // main-actor turns: the link rows run on it
+        task.cancel()
+        let code = await task.value
+        let result = CLIResult(code: code, out: out.all, err: err.all, elapsed: .zero)
+        #expect(code == 130, "\(result.stderr)")
+        #expect(result.records(ofType: "bench_summary").isEmpty, "no verdict for an interrupted run")
+    }
+
     @Test("--self-test flags every known bug, and says which scenario did")
     func selfTest() async {
         let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "200", "--json"])

@@ -43,6 +43,7 @@ struct CommandTests {
             (["auth", "--firmware-encoding", "rot13"], "--firmware-encoding"),
             (["at"], "COMMAND"),
             (["info", "--address", "zz"], "invalid value 'ZZ' for --address"),
+            (["bench", "--only", ""], "invalid value '' for --only"),
             (["demo", "--disconnect-after", "1"], "unknown option --disconnect-after"),
             (["at", ""], "<COMMAND> 1: invalid AT command: the text is empty"),
             (["at", "AT+VER?", "AT+VER?\nAT+FREQ?"], "<COMMAND> 2: invalid AT command: LF at byte 7"),

@@ -80,7 +80,7 @@ enum BenchCommand {
         let only: Set<String>
         do throws(UsageError) {
             let rows = try arguments[Self.only] ?? groups.joined(separator: ",")
-            only = Set(rows.split(separator: ",").map(String.init))
+            only = Set(rows.split(separator: ",", omittingEmptySubsequences: false).map(String.init))
         } catch {
             throw CLIError.usage(error)
         }
@@ -91,7 +91,10 @@ enum BenchCommand {
                     + "link, pipeline, transactions, auth, memory, scale, bluez or bridge")
         }
         var rows: [BenchRow] = []
-        @MainActor func add(_ new: [BenchRow]) {
+        // Ctrl-C ends the run between row groups (exit 130): a group measured
+        // while the run was interrupted is not printed.
+        @MainActor func add(_ new: [BenchRow]) throws(CLIError) {
+            if Task.isCancelled { throw CLIError(.interrupted, "interrupted after \(rows.count) rows") }
             for row in new {
                 rows.append(row)
                 var fields: [(String, JSONValue)] = [
@@ -104,15 +107,15 @@ enum BenchCommand {
             }
         }
         printer.text(header())
-        if only.contains("link") { add(try await LinkRow.rows(quick: quick)) }
-        if only.contains("pipeline") && !deterministic { add(try await pipelineRows(quick: quick)) }
-        if only.contains("transactions") && !deterministic { add(try await TransactionRow.rows(quick: quick)) }
-        if only.contains("auth") { add(try await AuthRow.rows(quick: quick, deterministicOnly: deterministic)) }
-        if only.contains("memory") && !deterministic { add(try await MemoryRow.rows(quick: quick)) }
-        if only.contains("scale") && !deterministic { add(try await ScaleRow.rows(quick: quick)) }
-        if only.contains("bluez") && !deterministic { add(try await BlueZRow.rows(quick: quick)) }
+        if only.contains("link") { try add(try await LinkRow.rows(quick: quick)) }
+        if only.contains("pipeline") && !deterministic { try add(try await pipelineRows(quick: quick)) }
+        if only.contains("transactions") && !deterministic { try add(try await TransactionRow.rows(quick: quick)) }
+        if only.contains("auth") { try add(try await AuthRow.rows(quick: quick, deterministicOnly: deterministic)) }
+        if only.contains("memory") && !deterministic { try add(try await MemoryRow.rows(quick: quick)) }
+        if only.contains("scale") && !deterministic { try add(try await ScaleRow.rows(quick: quick)) }
+        if only.contains("bluez") && !deterministic { try add(try await BlueZRow.rows(quick: quick)) }
         if only.contains("bridge") {
-            add(try await BridgeRow.rows(quick: quick, deterministicOnly: deterministic))
+            try add(try await BridgeRow.rows(quick: quick, deterministicOnly: deterministic))
         }
         let counted = rows.filter { $0.verdict != .info }.count
         let failed = rows.filter { $0.verdict == .fail }.count

@@ -266,6 +266,7 @@ enum LinkRow {
         var rows: [BenchRow] = []
         let perTask = quick ? 10 : 100
         for configuration in apiConfigurations {
+            if Task.isCancelled { throw CLIError(.interrupted, "interrupted") }  // Ctrl-C between configurations
             rows.append(
                 apiRow(configuration, try await measureAPI(configuration, perTask: perTask), minimum: 0.95))
         }
@@ -279,6 +280,7 @@ enum LinkRow {
             Configuration(mtu: 247, packetsPerEvent: 6, credits: 8),
             Configuration(mtu: 23, packetsPerEvent: 6, credits: 2),
         ] {
+            if Task.isCancelled { throw CLIError(.interrupted, "interrupted") }
             let (ratio, bytes) = try await measurePump(configuration, lines: lines)
             rows.append(
                 BenchRow(
