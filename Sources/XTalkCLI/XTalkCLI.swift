@@ -1,4 +1,5 @@
 import Foundation
+import XTalkSupport
 
 /// The `xtalk` tool: parses the command line, runs one subcommand on a
 /// `CommandContext`, and returns the exit code. The executable supplies the
@@ -42,13 +43,17 @@ package enum XTalkCLI {
             Every command runs on the built-in simulated devices unless --backend platform is given; the
             simulator options (--firmware-encoding, --mtu, --latency, --traffic, --disconnect-after,
             --garbage, ...) reproduce field conditions at the desk. --json prints one JSON object per line.
-            Run 'xtalk COMMAND --help' for a command's options.
+            Run 'xtalk COMMAND --help' for a command's options; 'xtalk --version' prints the SDK's version.
 
             \(exitCodes)
             """)
 
     /// Runs the tool with `arguments` (without the program name).
     package static func run(_ arguments: [String], context: CommandContext) async -> Int32 {
+        if arguments == ["--version"] || arguments == ["version"] {
+            context.writeOut("xtalk \(XTalkSdkVersion.string)")
+            return ExitCode.ok.rawValue
+        }
         guard let name = arguments.first, name != "-h", name != "--help", name != "help" else {
             if arguments.count > 1, arguments.first == "help",
                 let command = commands.first(where: { $0.spec.name == arguments[1] })

@@ -51,6 +51,15 @@ let interrupt = InterruptHandler(
         command.cancel()
     },
     again: { exit(130) })
+// SIGTERM (a service manager, `timeout`, `kill`) ends the command as cleanly:
+// links closed, fake-bluez's private bus and its directory removed.
+let termination = InterruptHandler(
+    signal: SIGTERM,
+    first: {
+        inputLines.finish()
+        command.cancel()
+    },
+    again: { exit(143) })
 
 let code = await command.value
 exit(streams.failure == nil ? code : 1)

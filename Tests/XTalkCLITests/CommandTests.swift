@@ -236,6 +236,17 @@ struct CommandTests {
         #expect(enumerate.contains(#""name":"OneKey Pro""#), "\(enumerate)")
     }
 
+    @Test("--version prints the SDK's version; one ping is one round trip")
+    func versionAndWording() async {
+        let version = await xtalk(["--version"])
+        #expect(version.code == 0)
+        #expect(version.out == ["xtalk 1.0.0"])
+        let one = await xtalk(["ping", "-n", "1"])
+        #expect(one.out.last?.hasPrefix("1 round trip: min ") == true, "\(one.out)")
+        let notHex = await xtalk(["send", "zz"])
+        #expect(notHex.stderr.contains("expected hex digits (0-9, a-f) in pairs"))
+    }
+
     @Test("listen prints frames with metadata until --count")
     func listen() async {
         let human = await xtalk(["listen", "--count", "3", "--traffic", "10"])
@@ -286,8 +297,10 @@ struct CommandTests {
     func shell() async {
         let result = await xtalk(
             ["shell", "--traffic", "0"],
-            input: ["AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":history", ":quit", "AT+NEVER"])
+            input: ["AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":hist", ":history", ":quit", "AT+NEVER"])
         #expect(result.code == 0)
+        #expect(result.out.contains { $0.hasPrefix("unknown shell command :hist ") }, "not sent to the device")
+        #expect(!result.out.contains("ERROR"))
         #expect(result.out.contains("+VER:2.1.0\nOK"))
         #expect(result.out.filter { $0 == "+PING:one\nOK" }.count == 2)
         #expect(result.out.filter { $0 == "+VER:2.1.0\nOK" }.count == 2)

@@ -283,7 +283,8 @@ enum DeviceCommands {
             payload = Data(argument.utf8)
         } else {
             guard !argument.isEmpty, let bytes = Hex.decode(argument.utf8) else {
-                throw CLIError(.usage, "invalid value '\(argument)' for <HEX>: expected an even number of hex digits")
+                throw CLIError(
+                    .usage, "invalid value '\(argument)' for <HEX>: expected hex digits (0-9, a-f) in pairs")
             }
             payload = Data(bytes)
         }
@@ -394,7 +395,7 @@ enum DeviceCommands {
                     ("median_ms", .double(milliseconds(median))), ("p99_ms", .double(milliseconds(p99))),
                 ],
                 human: String(
-                    format: "%d round trips: min %.1f ms, median %.1f ms, p99 %.1f ms",
+                    format: "%d round trip\(times.count == 1 ? "" : "s"): min %.1f ms, median %.1f ms, p99 %.1f ms",
                     count, milliseconds(minimum), milliseconds(median), milliseconds(p99)))
         }
     }

@@ -58,6 +58,12 @@ enum ShellCommand {
                     }
                     continue
                 }
+                if line.hasPrefix(":") {
+                    // Not AT: a shell command this shell does not have is never sent to the device.
+                    let notice = "unknown shell command \(line) (the shell has :history, :quit, :exit, !!, !N)"
+                    printer.record("notice", [("message", .string(notice))], human: notice)
+                    continue
+                }
                 let command: String
                 if line == "!!" {
                     guard let last = history.last else {
