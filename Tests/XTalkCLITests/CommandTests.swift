@@ -152,6 +152,15 @@ struct CommandTests {
         ])
         #expect(result.code == 5)
         #expect(result.stderr.contains("XTalkBleError.timeout"))
+        #expect(result.stderr.contains("--encoding xor was given: does the device speak plain?"), "\(result.stderr)")
+        // listen: the frames that do not decode are said once, with the same hint.
+        let listen = await xtalk(
+            ["listen", "--encoding", "plain", "--traffic", "20"], cancelAfter: .seconds(10))
+        #expect(listen.code == 0)
+        #expect(
+            listen.err.filter { $0.contains("received data that is not text in this encoding") }.count == 1,
+            "\(listen.err)")
+        #expect(listen.stderr.contains("does the device speak xor?"))
     }
 
     @Test("bad AT text is a usage error with the SDK's reason, found before any scan")

@@ -246,7 +246,9 @@ enum DeviceCommands {
                 do {
                     lines = try await session.client.runAtCommand(command, timeoutMs: timeout)
                 } catch {
-                    throw CLIError.from(error, doing: command)
+                    let failure = CLIError.from(error, doing: command)
+                    guard (error as? XTalkBleError) == .timeout, let hint = session.encodingHint else { throw failure }
+                    throw CLIError(failure.code, "\(failure.message); \(hint)")
                 }
                 printer.record(
                     "response", [("command", .string(command)), ("lines", .array(lines.map(JSONValue.string)))],
@@ -325,8 +327,17 @@ enum DeviceCommands {
             try await session.prepareEncoding()
             printer.text("listening to \(device.name)…")
             var frames = 0
+            var undecoded = 0
             session.client.onEvent = { event in
                 switch event {
+                case .passthroughRaw:
+                    // Bytes that decode to no line: said once, with the likely cause when --encoding was given.
+                    undecoded += 1
+                    if undecoded == 1, frames == 0 {
+                        printer.notice(
+                            "received data that is not text in this encoding"
+                                + (session.encodingHint.map { ": \($0)" } ?? ""))
+                    }
                 case .diPayload(let data, let meta):
                     frames += 1
                     let (fields, text) = Render.frame(data, meta)
@@ -335,7 +346,7 @@ enum DeviceCommands {
                     let (fields, text) = Render.meta(meta)
                     printer.record(
                         "crc_error", [("meta", .object(fields)), ("line", .string(line))], human: "CRC error  \(text)")
-                case .connectionStateChanged, .atLine, .sendFinished, .passthroughRaw:
+                case .connectionStateChanged, .atLine, .sendFinished:
                     break
                 }
             }

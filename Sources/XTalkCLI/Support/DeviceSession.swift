@@ -297,6 +297,15 @@ final class DeviceSession {
     }
 
     /// Sets the AT encoding: as given, or found by authenticating.
+    /// When `--encoding` was given: a hint for silence, since a device that
+    /// speaks the other encoding reads the commands as noise and never answers.
+    var encodingHint: String? {
+        guard encoding == "plain" || encoding == "xor" else { return nil }
+        let other = encoding == "plain" ? "xor" : "plain"
+        return "--encoding \(encoding) was given: does the device speak \(other)? "
+            + "(without --encoding the tool finds out by authenticating)"
+    }
+
     func prepareEncoding() async throws(CLIError) {
         switch encoding {
         case "plain": client.setAtEncoding(.plain)

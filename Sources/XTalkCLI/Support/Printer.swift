@@ -32,6 +32,11 @@ final class Printer {
         if verbose { context.writeError("· " + line) }
     }
 
+    /// A warning on standard error, in both modes (the command goes on).
+    func notice(_ line: String) {
+        context.writeError("xtalk: " + line)
+    }
+
     /// The one-sentence error report.
     func error(_ error: CLIError) {
         context.writeError("xtalk: " + error.message)
