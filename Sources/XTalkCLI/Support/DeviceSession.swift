@@ -16,7 +16,7 @@ enum CommonOptions {
         help: "How long to look for the device (default 1; the strongest one found is used).")
     static let encoding = OptionSpec.choice(
         "encoding", from: ["auto", "plain", "xor"],
-        help: "The AT encoding; auto authenticates to find it (default auto).")
+        help: "The AT encoding; auto authenticates to find it (default auto). plain or xor skip authentication.")
     static let backend = OptionSpec.choice(
         "backend", from: ["simulator", "platform"],
         help: "simulator (default): the built-in simulated devices; platform: this machine's Bluetooth.")
