@@ -30,10 +30,10 @@ struct BridgeDeviceMachineTests {
         return machine
     }
 
-    @Test func connectsInOrderAndResolvesEveryWaiterOnce() {
+    /// A machine whose connect (request 1) has reached the subscription.
+    func subscribingMachine() -> BridgeDeviceMachine {
         var machine = BridgeDeviceMachine()
         _ = machine.connect(1)
-        #expect(machine.connect(2) == [], "one connect under way: they resolve together")
         _ = machine.linkUp()
         _ = machine.servicesDiscovered([profile.service], error: nil)
         _ = machine.characteristicsDiscovered(
@@ -41,6 +41,12 @@ struct BridgeDeviceMachineTests {
                 BleCharacteristicInfo(uuid: profile.write, properties: [.writeWithoutResponse]),
                 BleCharacteristicInfo(uuid: profile.notify, properties: [.notify]),
             ], service: profile.service, error: nil)
+        return machine
+    }
+
+    @Test func connectsInOrderAndResolvesEveryWaiterOnce() {
+        var machine = subscribingMachine()
+        #expect(machine.connect(2) == [], "one connect under way: they resolve together")
         _ = machine.notificationStateUpdated(profile.notifyRef, isNotifying: true, error: nil)
         // Capacity 20 (MTU 23): re-read after the settle, twice at most.
         #expect(
@@ -64,15 +70,7 @@ struct BridgeDeviceMachineTests {
             (.peerRemovedPairing, 719), (.writeNotPermitted, 709), (.attribute(0x80), 709),
         ] as [(BleBackendError.Code?, Int)])
     func aSubscriptionThatDidNotTake(error: BleBackendError.Code?, code: Int) {
-        var machine = BridgeDeviceMachine()
-        _ = machine.connect(1)
-        _ = machine.linkUp()
-        _ = machine.servicesDiscovered([profile.service], error: nil)
-        _ = machine.characteristicsDiscovered(
-            [
-                BleCharacteristicInfo(uuid: profile.write, properties: [.writeWithoutResponse]),
-                BleCharacteristicInfo(uuid: profile.notify, properties: [.notify]),
-            ], service: profile.service, error: nil)
+        var machine = subscribingMachine()
         let actions = machine.notificationStateUpdated(
             profile.notifyRef, isNotifying: false, error: error.map { BleBackendError($0, "refused") })
         let rejections = actions.compactMap { action -> (BridgeRequestID, BridgeError)? in

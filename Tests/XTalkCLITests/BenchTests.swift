@@ -18,6 +18,24 @@ private func xtalkRealTime(_ arguments: [String]) async -> CLIResult {
     return CLIResult(code: code, out: out.all, err: err.all, elapsed: ContinuousClock.now - start)
 }
 
+/// Runs `xtalk arguments` in-process on the real clock and cancels it (Ctrl-C)
+/// after `turns` turns of the main actor, not wall-clock time: commands that
+/// run on the main actor (chaos scenarios, the link rows) are then mid-work.
+@MainActor
+private func xtalkInterrupted(_ arguments: [String], afterTurns turns: Int = 2_000) async -> CLIResult {
+    let out = Lines()
+    let err = Lines()
+    let (stream, continuation) = AsyncStream<String>.makeStream()
+    continuation.finish()
+    let context = CommandContext(
+        virtualClock: nil, input: stream, writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
+    let task = Task { @MainActor in await XTalkCLI.run(arguments, context: context) }
+    for _ in 0..<turns { await Task.yield() }
+    task.cancel()
+    let code = await task.value
+    return CLIResult(code: code, out: out.all, err: err.all, elapsed: .zero)
+}
+
 /// Every row the benchmark promises, by its figure's leading number: four
 /// public-API link configurations and three of the write pump alone, two
 /// chunk sizes × two figures, the three-stream row, its two comparisons and
@@ -237,41 +255,18 @@ struct ChaosCommandTests {
     /// with a passing exit code).
     @Test("Ctrl-C mid-scenario: no verdict for the cut scenario, the summary says interrupted, exit 130")
     func interruptedMidScenario() async {
-        let out = Lines()
-        let err = Lines()
-        let (stream, continuation) = AsyncStream<String>.makeStream()
-        continuation.finish()
-        let context = CommandContext(
-            virtualClock: nil, input: stream, writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
-        let task = Task { @MainActor in
-            await XTalkCLI.run(["chaos", "--scenarios", "2000", "--json"], context: context)
-        }
-        // Turns of the main actor, not wall-clock time: the scenarios run on it, so this lands in one.
-        for _ in 0..<2_000 { await Task.yield() }
-        task.cancel()
-        let code = await task.value
-        let result = CLIResult(code: code, out: out.all, err: err.all, elapsed: .zero)
+        let result = await xtalkInterrupted(["chaos", "--scenarios", "2000", "--json"])
         #expect(result.records(ofType: "scenario").isEmpty, "no verdict: \(result.out.prefix(3))")
         let summary = result.records(ofType: "chaos_summary").first
         #expect(summary?["interrupted"] as? Bool == true)
         #expect((summary?["scenarios"] as? Int ?? 2_000) < 2_000)
-        #expect(code == 130, "\(result.stderr)")
+        #expect(result.code == 130, "\(result.stderr)")
     }
 
     @Test("bench: Ctrl-C ends the run with exit 130 and no verdict")
     func benchInterrupted() async {
-        let out = Lines()
-        let err = Lines()
-        let (stream, continuation) = AsyncStream<String>.makeStream()
-        continuation.finish()
-        let context = CommandContext(
-            virtualClock: nil, input: stream, writeOut: { out.all.append($0) }, writeError: { err.all.append($0) })
-        let task = Task { @MainActor in await XTalkCLI.run(["bench", "--deterministic", "--json"], context: context) }
-        for _ in 0..<2_000 { await Task.yield() }  // main-actor turns: the link rows run on it
-        task.cancel()
-        let code = await task.value
-        let result = CLIResult(code: code, out: out.all, err: err.all, elapsed: .zero)
-        #expect(code == 130, "\(result.stderr)")
+        let result = await xtalkInterrupted(["bench", "--deterministic", "--json"])
+        #expect(result.code == 130, "\(result.stderr)")
         #expect(result.records(ofType: "bench_summary").isEmpty, "no verdict for an interrupted run")
     }
 
