@@ -107,6 +107,7 @@ package enum BridgeJSON: Sendable, Hashable {
                     escaped = false
                 } else if byte == UInt8(ascii: "\\") {
                     escaped = true
+                    if key != nil { key = [0, 0, 0] }  // a key with an escape is never read as "id"
                 } else if byte == UInt8(ascii: "\"") {
                     inString = false
                     if let read = key {

@@ -16,14 +16,15 @@ package enum XTalkCLI {
 
     static let exitCodes = """
         EXIT CODES:
-          0    success (also: scan, connect --hold, listen and shell ended with Ctrl-C)
+          0    success (also: scan, connect --hold, listen, shell and bridge ended with Ctrl-C)
           1    an operation failed (e.g. the device rejected a send)
           2    usage error: unknown option, missing value, bad argument
           3    no matching device was found
           4    not ready: Bluetooth unavailable, connection failed, link lost
           5    timeout: the device did not answer in time
           6    authentication failed
-          130  interrupted (Ctrl-C)
+          130  interrupted (Ctrl-C or SIGTERM)
+          141  the output's reader went away (e.g. piped to head)
         """
 
     /// The command column of the top-level help: the longest name and two spaces.

@@ -7,6 +7,11 @@ import XTalkCLI
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 
+// A reader of the output that goes away (`xtalk listen | head -1`) makes the
+// next write fail with EPIPE instead of killing the tool: the command then
+// ends cleanly (its link closed) and the tool exits 141, as SIGPIPE would.
+signal(SIGPIPE, SIG_IGN)
+
 // Only the interactive shell and the bridge's JSON-lines host read standard input. At most 1,024
 // lines wait for the command, and none is ever dropped: a full buffer holds the reader (and the
 // writer then blocks on the pipe) until the command takes one.
@@ -60,6 +65,7 @@ let termination = InterruptHandler(
         command.cancel()
     },
     again: { exit(143) })
+// (A command ended by SIGTERM exits as one ended by Ctrl-C: 130, or 0 for the commands that end that way.)
 
 let code = await command.value
-exit(streams.failure == nil ? code : 1)
+exit(streams.failure == nil ? code : streams.brokenPipe ? 141 : 1)

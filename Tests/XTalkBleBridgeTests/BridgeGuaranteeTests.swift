@@ -455,6 +455,7 @@ struct BridgeLifecycleTests {
             (#"{"method":"send","params":{"id":3,"data":"ab"},"id":9}"#, 9),
             (#"{"method":"a\"},\"id\":7","id":3,"x":"#, 3),
             (#"{"idx":5,"xid":6,"i":7,"id":8}"#, 8),
+            (#"{"i\"d":5,"i\\d":6,"x":"#, nil),
             (#"{"id":41"#, nil),
             (#"{"id":"41","method":"#, nil),
             (#"{"params":{"data":"abab"#, nil),

@@ -255,6 +255,46 @@ struct BlueZInheritedLinkTests {
         second.teardown()
     }
 
+    /// BlueZ without a GATT cache removes the characteristic objects when the
+    /// held link ends: that is the link's end, not a change of the device's
+    /// services, and the relink goes on.
+    @Test("without BlueZ's GATT cache the relink still becomes ready")
+    func relinkWithoutGattCache() async throws {
+        try #require(dbusDaemonAvailable, dbusMissing)
+        let rig = try await BlueZRig.start(prepare: { $0.cachesGatt = false })
+        defer { rig.stop() }
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        first.teardown()
+        let second = rig.client()
+        _ = try await second.connectFirstDevice(rig: rig)
+        #expect(try await second.runAtCommand("AT+PING=nocache") == ["+PING:nocache", "OK"])
+        second.teardown()
+    }
+
+    /// The device refuses the new connection once the held link is gone: the
+    /// connect fails at once with BlueZ's reason, not after the client's
+    /// connect timeout.
+    @Test("a relink whose connect is refused fails the connect with the reason, not a timeout")
+    func relinkRefused() async throws {
+        try #require(dbusDaemonAvailable, dbusMissing)
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        first.teardown()
+        rig.peripheral.device.link.refusesConnection = true
+        let second = rig.client()
+        let start = ContinuousClock.now
+        await #expect(throws: BlueZTestFailure.self) { _ = try await second.connectFirstDevice(rig: rig) }
+        #expect(ContinuousClock.now - start < .seconds(6), "not the 10 s connect timeout")
+        guard case .failed(.connectionFailed) = second.connectionState else {
+            Issue.record("state \(second.connectionState)")
+            return
+        }
+        second.teardown()
+    }
+
     /// A healthy link another client holds is shared: the subscription goes
     /// through on it, so when that client later disconnects the device, the
     /// link's end is a loss for this one too (no relink after a subscription).

@@ -195,6 +195,8 @@ struct CommandTests {
         let held = await xtalk(["connect", "--hold"], cancelAfter: .seconds(3))
         #expect(held.code == 0)
         #expect(held.out.contains("holding the link; Ctrl-C disconnects"))
+        let early = await xtalk(["connect", "--name", "nope", "--scan-timeout", "5"], cancelAfter: .seconds(1))
+        #expect(early.code == 130, "Ctrl-C before the device is ready is no success")
         let lost = await xtalk(["connect", "--hold", "--disconnect-after", "1"])
         #expect(lost.code == 4)
         #expect(lost.stderr.contains("link was lost"))
@@ -306,8 +308,12 @@ struct CommandTests {
     func shell() async {
         let result = await xtalk(
             ["shell", "--traffic", "0"],
-            input: ["AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":hist", ":history", ":quit", "AT+NEVER"])
+            input: [
+                "AT+VER?", "", "AT+PING=one", "!!", "!1", "!9", ":hist", ":history",
+                String(repeating: "A", count: StandardInputLines.maximumLineLength + 1), ":quit", "AT+NEVER",
+            ])
         #expect(result.code == 0)
+        #expect(result.out.contains("the line is longer than 1 MiB: not sent"))
         #expect(result.out.contains { $0.hasPrefix("unknown shell command :hist ") }, "not sent to the device")
         #expect(!result.out.contains("ERROR"))
         #expect(result.out.contains("+VER:2.1.0\nOK"))

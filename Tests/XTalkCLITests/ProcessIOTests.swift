@@ -72,6 +72,23 @@ struct ProcessIOTests {
         #expect(splitter.bytesSearched == input.count, "each byte searched once")
     }
 
+    /// At the limit's edge: a line of exactly the limit with CR LF is whole
+    /// (its CR is its end); a longer line whose kept head ends in a CR keeps
+    /// that CR, so the reader still sees it is too long.
+    @Test("at the limit: CR LF after exactly the limit is a whole line; a CR inside a cut head stays")
+    func limitEdges() {
+        let limit = 8
+        var splitter = LineSplitter(maximumLength: limit)
+        let exact = Array("12345678\r\n".utf8)
+        #expect(splitter.feed(exact[...]) == ["12345678"])
+        let crAtTheCut = Array("12345678\rmore\n".utf8)
+        let cut = splitter.feed(crAtTheCut[...])
+        #expect(cut.map(\.utf8.count) == [limit + 1], "\(cut)")
+        #expect(cut.first?.hasSuffix("\r") == true)
+        #expect(splitter.feed(ArraySlice("1234\r".utf8)).isEmpty)
+        #expect(splitter.end() == "1234", "a last line without newline loses its CR too")
+    }
+
     /// What `xtalk bridge --stdio` does with a request far over 1 MiB: its
     /// reader keeps the head only, and the router answers it as too long,
     /// with the id the head gives (hosts match replies by id).
@@ -107,12 +124,25 @@ struct ProcessIOTests {
         #expect(streams.failure == nil)
         streams.writeOut("first line")
         streams.writeOut("second line")
-        streams.writeError("a later error line is dropped too")
+        streams.writeError("a later diagnostic still goes out")
         #expect(streams.failure == "cannot write to standard output: No space left on device")
+        #expect(!streams.brokenPipe)
         #expect(ended.value == 1, "the command is ended once")
         try errors.fileHandleForWriting.close()
         let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(said == "xtalk: cannot write to standard output: No space left on device\n")
+        #expect(
+            said == "xtalk: cannot write to standard output: No space left on device\n"
+                + "a later diagnostic still goes out\n")
+        // Diagnostics that cannot be written are dropped; the command and its output go on.
+        let output = Pipe()
+        let quiet = StandardStreams(output: output.fileHandleForWriting.fileDescriptor, error: full)
+        let stopped = Counter()
+        quiet.onFailure = { stopped.add() }
+        quiet.writeError("lost")
+        quiet.writeOut("still written")
+        #expect(quiet.failure == nil && stopped.value == 0)
+        try output.fileHandleForWriting.close()
+        #expect(output.fileHandleForReading.readDataToEndOfFile() == Data("still written\n".utf8))
         // Written whole when the descriptor takes it.
         let pipe = Pipe()
         #expect(StandardStreams.writeAll("ünï\n", to: pipe.fileHandleForWriting.fileDescriptor) == nil)

@@ -33,8 +33,9 @@ enum BridgeCommand {
                 getProtocolV2PacketCapacity (params: uuid, data as hex, options.withoutResponse). On the
                 simulator (the default) also simulator.linkLoss {uuid} and simulator.notify {uuid, data}: the
                 devices are OneKey-profile echo devices (every written packet comes back as notifications).
-                At the end of input every device is disconnected (requests still waiting are answered with 720)
-                and it exits; Ctrl-C ends it at once.
+                At the end of input the requests already made are answered first (up to 20 s), then every
+                device is disconnected (a receive still waiting is answered with 720) and it exits; Ctrl-C
+                ends it at once.
                 """),
         endsOnInterrupt: true
     ) { arguments, context, printer throws(CLIError) in

@@ -142,7 +142,8 @@ enum DeviceCommands {
             summary: "Connect to a device, show how long it took to be ready, and disconnect (or hold the link).",
             positionals: [], options: [Options.hold] + CommonOptions.device,
             discussion: nil),
-        endsOnInterrupt: true
+        // Ctrl-C before the device is ready is 130 (no success to report); a held link ends normally.
+        endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let start = context.elapsed
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
@@ -159,9 +160,7 @@ enum DeviceCommands {
             guard arguments[Options.hold] else { return }
             printer.text("holding the link; Ctrl-C disconnects")
             while client.connectionState == .connected {
-                do { try await context.sleep(for: .milliseconds(10)) } catch {
-                    throw CLIError.from(error, doing: "Holding the link")
-                }
+                do { try await context.sleep(for: .milliseconds(10)) } catch { return }  // Ctrl-C: done
             }
             throw CLIError(.notReady, "Holding the link failed: the link was lost")
         }

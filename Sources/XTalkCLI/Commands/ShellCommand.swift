@@ -58,6 +58,12 @@ enum ShellCommand {
                     }
                     continue
                 }
+                if line.utf8.count > StandardInputLines.maximumLineLength {
+                    // Its reader kept only the head: never send a command other than the one typed.
+                    let notice = "the line is longer than 1 MiB: not sent"
+                    printer.record("notice", [("message", .string(notice))], human: notice)
+                    continue
+                }
                 if line.hasPrefix(":") {
                     // Not AT: a shell command this shell does not have is never sent to the device.
                     let notice = "unknown shell command \(line) (the shell has :history, :quit, :exit, !!, !N)"

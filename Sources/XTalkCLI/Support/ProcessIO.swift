@@ -13,7 +13,7 @@ package enum StandardInputLines {
     /// The longest line kept whole: the bridge's longest request. A longer
     /// line is offered cut to its first `maximumLineLength + 1` bytes (the
     /// bridge answers it as too long, with the id its head gives; the shell
-    /// refuses it as a command): memory stays bounded whatever comes in.
+    /// refuses it as a command): a line's memory stays bounded whatever comes in.
     package static let maximumLineLength = BridgeRouter.maximumRequestLength
 
     /// Reads `descriptor` to its end and offers each line (see `LineSplitter`);
@@ -44,6 +44,8 @@ package final class StandardStreams: @unchecked Sendable {
     private let output: Int32
     private let error: Int32
     private var failed: String?
+    private var pipeBroken = false
+    private var errorFailed = false
     /// Runs once, on the thread whose write failed.
     package var onFailure: (@Sendable () -> Void)? {
         get { lock.withLock { failureHandler } }
@@ -56,23 +58,33 @@ package final class StandardStreams: @unchecked Sendable {
         self.error = error
     }
 
-    /// Why writing failed (nil: every write so far went through).
+    /// Why writing the output failed (nil: every line so far went through).
     package var failure: String? { lock.withLock { failed } }
 
-    package func writeOut(_ line: String) { write(line, to: output, naming: "standard output") }
-    package func writeError(_ line: String) { write(line, to: error, naming: "standard error") }
+    /// The output's reader went away (EPIPE; SIGPIPE is ignored so that the
+    /// command can end cleanly): said by no message, as a pipe's end usually is.
+    package var brokenPipe: Bool { lock.withLock { pipeBroken } }
 
-    private func write(_ line: String, to descriptor: Int32, naming stream: String) {
-        // One line at a time, whole: lines of several threads never interleave.
+    /// Writes a line of output; the first failure ends the command (`onFailure`).
+    package func writeOut(_ line: String) {
         let handler: (@Sendable () -> Void)? = lock.withLock {
-            guard failed == nil else { return nil }
-            guard let code = Self.writeAll(line + "\n", to: descriptor) else { return nil }
-            let reason = "cannot write to \(stream): \(String(cString: strerror(code)))"
-            failed = reason
-            if descriptor != error { _ = Self.writeAll("xtalk: \(reason)\n", to: error) }
+            // One line at a time, whole: lines of several threads never interleave.
+            guard failed == nil, let code = Self.writeAll(line + "\n", to: output) else { return nil }
+            failed = "cannot write to standard output: \(String(cString: strerror(code)))"
+            pipeBroken = code == EPIPE
+            if !pipeBroken, !errorFailed, let failed { _ = Self.writeAll("xtalk: \(failed)\n", to: error) }
             return failureHandler ?? {}
         }
         handler?()
+    }
+
+    /// Writes a diagnostic line. Diagnostics that cannot be written are
+    /// dropped: the command and its output go on.
+    package func writeError(_ line: String) {
+        lock.withLock {
+            guard !errorFailed, Self.writeAll(line + "\n", to: error) != nil else { return }
+            errorFailed = true
+        }
     }
 
     /// Writes all of `text`, again after an interrupted or partial write;
@@ -100,6 +112,9 @@ package final class StandardStreams: @unchecked Sendable {
 package struct LineSplitter {
     package let maximumLength: Int?
     private var pending: [UInt8] = []
+    /// The current line's length so far, and its last byte (kept or not).
+    private var total = 0
+    private var last: UInt8?
     /// Bytes searched for a newline so far (for tests: each byte once).
     package private(set) var bytesSearched = 0
 
@@ -117,8 +132,7 @@ package struct LineSplitter {
         while let newline = rest.firstIndex(of: 0x0A) {
             bytesSearched += newline + 1 - rest.startIndex
             keep(rest[..<newline])
-            lines.append(Self.line(pending[...]))
-            pending.removeAll(keepingCapacity: maximumLength != nil)
+            lines.append(takeLine())
             rest = rest[(newline + 1)...]
         }
         bytesSearched += rest.count
@@ -128,18 +142,29 @@ package struct LineSplitter {
 
     /// The last line, when the input ended without a newline.
     package mutating func end() -> String? {
-        defer { pending = [] }
-        return pending.isEmpty ? nil : Self.line(pending[...])
+        total == 0 ? nil : takeLine()
     }
 
     private mutating func keep(_ bytes: ArraySlice<UInt8>) {
+        guard !bytes.isEmpty else { return }
+        total += bytes.count
+        last = bytes.last
         guard let maximumLength else { return pending.append(contentsOf: bytes) }
         let room = maximumLength + 1 - pending.count
         if room > 0 { pending.append(contentsOf: bytes.prefix(room)) }
     }
 
-    private static func line(_ bytes: ArraySlice<UInt8>) -> String {
-        String(decoding: bytes.last == 0x0D ? bytes.dropLast() : bytes, as: UTF8.self)
+    /// The current line, without its CR. A line longer than the limit keeps
+    /// its `maximumLength + 1` bytes as they are (a CR among them is not its
+    /// end), so its reader always sees that it is too long.
+    private mutating func takeLine() -> String {
+        let length = total - (last == 0x0D ? 1 : 0)
+        let cut = maximumLength.map { length > $0 } ?? false
+        let line = String(decoding: !cut && last == 0x0D ? pending.dropLast() : pending[...], as: UTF8.self)
+        pending.removeAll(keepingCapacity: maximumLength != nil)
+        total = 0
+        last = nil
+        return line
     }
 }
 

@@ -481,7 +481,8 @@ package final class BlueZBackend: BleBackend {
         }
         if interfaces.contains(BlueZInterface.characteristic) {
             subscriptions[path] = nil
-            for (id, connection) in connections where connection.reported {
+            // (Not a relinking connection: the held link's objects go with it; BlueZ without a GATT cache.)
+            for (id, connection) in connections where connection.reported && connection.relink == nil {
                 // Only a service the connection uses: one added or changed beside it (a DFU service) changes nothing.
                 guard let reference = connection.paths.first(where: { $0.value == path })?.key,
                     connection.usedServices.contains(reference.service)
@@ -678,11 +679,13 @@ package final class BlueZBackend: BleBackend {
             case .failure(let error) where error.name == "org.bluez.Error.InProgress":
                 // A connect is already under way (BlueZ's own, or another program's): ask again shortly.
                 _ = self.scheduler.schedule(after: Self.retryDelay * 10) { [weak self] in
-                    guard let self, self.connections[peripheral]?.generation == generation,
-                        self.connections[peripheral]?.reported == false
+                    guard let self, let connection = self.connections[peripheral],
+                        connection.generation == generation, !connection.reported || connection.relink != nil
                     else { return }
                     self.callConnect(peripheral, generation: generation, path: path)
                 }
+            case .failure(let error) where self.connections[peripheral]?.relink != nil:
+                self.endRelink(peripheral, BlueZ.error(error, doing: "Connecting again"))
             case .failure(let error):
                 self.connections[peripheral] = nil
                 self.emit(.failedToConnect(peripheral: peripheral, error: BlueZ.error(error, doing: "Connecting")))
@@ -703,6 +706,7 @@ package final class BlueZBackend: BleBackend {
         // The new link is up: the subscriptions the client asked for, on it.
         if let timer = relink.timer { scheduler.cancel(timer) }
         connections[peripheral]?.relink = nil
+        connections[peripheral]?.servicesChanged = false  // the held link's objects went with it
         if !connection.reported { emit(.connected(peripheral: peripheral)) }
         for characteristic in relink.subscriptions { setNotifyValue(true, for: characteristic, of: peripheral) }
     }
@@ -735,6 +739,28 @@ package final class BlueZBackend: BleBackend {
         return connection.inherited && !connection.subscribed && connection.relink == nil
     }
 
+    /// A relink that failed (its Connect refused, or not done in time): a
+    /// subscription waiting for it gets the first refusal, a Connect still
+    /// under way is cancelled (Disconnect), and the connection ends, reported
+    /// as the client expects it at this point: `.disconnected` after
+    /// `.connected`, `.failedToConnect` before.
+    private func endRelink(_ peripheral: UUID, _ error: BleBackendError) {
+        guard let connection = connections[peripheral], let relink = connection.relink else { return }
+        if let timer = relink.timer { scheduler.cancel(timer) }
+        connections[peripheral]?.relink = nil
+        if let failure = relink.failure, let characteristic = relink.subscriptions.first {
+            emit(
+                .notificationStateUpdated(
+                    peripheral: peripheral, characteristic: characteristic, isNotifying: false, error: failure))
+            guard connections[peripheral]?.generation == connection.generation else { return }  // the client let go
+        }
+        cancelPeripheralConnection(peripheral)
+        emit(
+            connection.reported
+                ? .disconnected(peripheral: peripheral, error: error)
+                : .failedToConnect(peripheral: peripheral, error: error))
+    }
+
     /// Starts a relink: waits for the held link to go (Connected=false), then
     /// connects again (`deviceConnectedChanged`); bounded by `relinkLimit`.
     private func beginRelink(_ peripheral: UUID, subscription: BleCharacteristicRef?, failure: BleBackendError?) {
@@ -743,15 +769,12 @@ package final class BlueZBackend: BleBackend {
         var relink = Relink(subscriptions: subscription.map { [$0] } ?? [], failure: failure)
         relink.timer = scheduler.schedule(after: Self.relinkLimit) { [weak self] in
             guard let self, let connection = self.connections[peripheral], connection.generation == generation,
-                let relink = connection.relink
+                connection.relink != nil
             else { return }
-            self.connections[peripheral]?.relink = nil
-            if let failure = relink.failure, let characteristic = relink.subscriptions.first {
-                self.emit(
-                    .notificationStateUpdated(
-                        peripheral: peripheral, characteristic: characteristic, isNotifying: false, error: failure))
-            }
-            self.linkLost(peripheral, path: connection.path)
+            self.endRelink(
+                peripheral,
+                BleBackendError(
+                    .connectionFailed, "the link another program let go did not come back within \(Self.relinkLimit)"))
         }
         connections[peripheral]?.inherited = false  // once per connection
         connections[peripheral]?.relink = relink
