@@ -214,15 +214,21 @@ struct BlueZClientTests {
 @Suite("BlueZ: a link another client let go a moment ago", .serialized, .timeLimit(.minutes(2)))
 @MainActor
 struct BlueZInheritedLinkTests {
+    /// Another client connects and lets go (Disconnect: BlueZ keeps the link
+    /// for its hold); returns a new client, to connect during that hold.
+    static func clientAfterAnotherLetGo(_ rig: BlueZRig) async throws -> XTalkBleClient {
+        let first = rig.client()
+        _ = try await first.connectFirstDevice(rig: rig)
+        first.teardown()
+        return rig.client()
+    }
+
     @Test("a client that connects during another client's disconnect hold becomes ready")
     func connectDuringAnotherClientsHold() async throws {
         try #require(dbusDaemonAvailable, dbusMissing)
         let rig = try await BlueZRig.start()
         defer { rig.stop() }
-        let first = rig.client()
-        _ = try await first.connectFirstDevice(rig: rig)
-        first.teardown()  // Disconnect: BlueZ keeps the link for 2 s
-        let second = rig.client()
+        let second = try await Self.clientAfterAnotherLetGo(rig)
         var states: [XTalkConnectionState] = []
         second.onEvent = { event in if case .connectionStateChanged(let state) = event { states.append(state) } }
         _ = try await second.connectFirstDevice(rig: rig)
@@ -240,10 +246,7 @@ struct BlueZInheritedLinkTests {
         let rig = try await BlueZRig.start()
         defer { rig.stop() }
         rig.fake.disconnectDelay = .seconds(30)
-        let first = rig.client()
-        _ = try await first.connectFirstDevice(rig: rig)
-        first.teardown()
-        let second = rig.client()
+        let second = try await Self.clientAfterAnotherLetGo(rig)
         let start = ContinuousClock.now
         await #expect(throws: BlueZTestFailure.self) { _ = try await second.connectFirstDevice(rig: rig) }
         guard case .failed(.connectionFailed(let reason)) = second.connectionState else {
@@ -263,10 +266,7 @@ struct BlueZInheritedLinkTests {
         try #require(dbusDaemonAvailable, dbusMissing)
         let rig = try await BlueZRig.start(prepare: { $0.cachesGatt = false })
         defer { rig.stop() }
-        let first = rig.client()
-        _ = try await first.connectFirstDevice(rig: rig)
-        first.teardown()
-        let second = rig.client()
+        let second = try await Self.clientAfterAnotherLetGo(rig)
         _ = try await second.connectFirstDevice(rig: rig)
         #expect(try await second.runAtCommand("AT+PING=nocache") == ["+PING:nocache", "OK"])
         second.teardown()
@@ -280,11 +280,8 @@ struct BlueZInheritedLinkTests {
         try #require(dbusDaemonAvailable, dbusMissing)
         let rig = try await BlueZRig.start()
         defer { rig.stop() }
-        let first = rig.client()
-        _ = try await first.connectFirstDevice(rig: rig)
-        first.teardown()
+        let second = try await Self.clientAfterAnotherLetGo(rig)
         rig.peripheral.device.link.refusesConnection = true
-        let second = rig.client()
         let start = ContinuousClock.now
         await #expect(throws: BlueZTestFailure.self) { _ = try await second.connectFirstDevice(rig: rig) }
         #expect(ContinuousClock.now - start < .seconds(6), "not the 10 s connect timeout")
