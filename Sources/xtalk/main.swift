@@ -41,30 +41,20 @@ let context = CommandContext(
     virtualClock: nil, input: input, writeOut: { streams.writeOut($0) }, writeError: { streams.writeError($0) })
 
 let command = Task { @MainActor in await XTalkCLI.run(arguments, context: context) }
-// Output that cannot be written (a full disk, a reader gone with SIGPIPE ignored)
-// ends the command as Ctrl-C does, cleanly; the tool then exits 1.
-streams.onFailure = {
+// Ctrl-C, SIGTERM and output that cannot be written (a full disk, a reader gone)
+// all end the command the same way, cleanly; a failed output then exits 1 (or 141).
+let endCommand: @Sendable () -> Void = {
     inputLines.finish()
     command.cancel()
 }
+streams.onFailure = endCommand
 
 // Ctrl-C cancels the command, which disconnects cleanly; a second Ctrl-C quits at once,
 // even while the main thread is blocked (e.g. writing to a pipe nobody reads).
-let interrupt = InterruptHandler(
-    first: {
-        inputLines.finish()
-        command.cancel()
-    },
-    again: { exit(130) })
+let interrupt = InterruptHandler(first: endCommand, again: { exit(130) })
 // SIGTERM (a service manager, `timeout`, `kill`) ends the command as cleanly:
 // links closed, fake-bluez's private bus and its directory removed.
-let termination = InterruptHandler(
-    signal: SIGTERM,
-    first: {
-        inputLines.finish()
-        command.cancel()
-    },
-    again: { exit(143) })
+let termination = InterruptHandler(signal: SIGTERM, first: endCommand, again: { exit(143) })
 // (A command ended by SIGTERM exits as one ended by Ctrl-C: 130, or 0 for the commands that end that way.)
 
 let code = await command.value

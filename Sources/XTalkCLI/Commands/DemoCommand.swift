@@ -65,7 +65,7 @@ final class Demo {
 
         try await step(1, "Bluetooth access and scan results") { details throws(CLIError) in
             let results = try await session.scan(
-                window: session.explicitScanWindow ? session.scanWindow : .milliseconds(600)
+                window: session.requestedScanWindow ?? .milliseconds(600)
             ).filter(session.selects)
             guard !results.isEmpty else { throw CLIError(.notFound, "no xTalk device \(session.wanted) was found") }
             for result in results { details.append(Render.device(result).1) }

@@ -115,7 +115,7 @@ enum DeviceCommands {
             // -t/--timeout, else --scan-timeout, else 3 s.
             window =
                 try arguments[Options.scanTimeout].map { .milliseconds(Int($0 * 1_000)) }
-                ?? (session.explicitScanWindow ? session.scanWindow : .seconds(3))
+                ?? session.requestedScanWindow ?? .seconds(3)
         } catch {
             throw CLIError.usage(error)
         }
@@ -326,13 +326,13 @@ enum DeviceCommands {
             try await session.prepareEncoding()
             printer.text("listening to \(device.name)…")
             var frames = 0
-            var undecoded = 0
+            var warnedUndecoded = false
             session.client.onEvent = { event in
                 switch event {
                 case .passthroughRaw:
                     // Bytes that decode to no line: said once, with the likely cause when --encoding was given.
-                    undecoded += 1
-                    if undecoded == 1, frames == 0 {
+                    if !warnedUndecoded, frames == 0 {
+                        warnedUndecoded = true
                         printer.notice(
                             "received data that is not text in this encoding"
                                 + (session.encodingHint.map { ": \($0)" } ?? ""))

@@ -45,6 +45,10 @@ enum ShellCommand {
                 }
             }
             var history: [String] = []
+            /// A line of the shell's own (not the device's), human or JSON.
+            @MainActor func notice(_ message: String) {
+                printer.record("notice", [("message", .string(message))], human: message)
+            }
             for await rawLine in context.input {
                 if Task.isCancelled { break }
                 let line = rawLine.trimmingCharacters(in: .whitespaces)
@@ -60,27 +64,24 @@ enum ShellCommand {
                 }
                 if line.utf8.count > StandardInputLines.maximumLineLength {
                     // Its reader kept only the head: never send a command other than the one typed.
-                    let notice = "the line is longer than 1 MiB: not sent"
-                    printer.record("notice", [("message", .string(notice))], human: notice)
+                    notice("the line is longer than 1 MiB: not sent")
                     continue
                 }
                 if line.hasPrefix(":") {
                     // Not AT: a shell command this shell does not have is never sent to the device.
-                    let notice = "unknown shell command \(line) (the shell has :history, :quit, :exit, !!, !N)"
-                    printer.record("notice", [("message", .string(notice))], human: notice)
+                    notice("unknown shell command \(line) (the shell has :history, :quit, :exit, !!, !N)")
                     continue
                 }
                 let command: String
                 if line == "!!" {
                     guard let last = history.last else {
-                        printer.record("notice", [("message", .string("no command yet"))], human: "no command yet")
+                        notice("no command yet")
                         continue
                     }
                     command = last
                 } else if line.hasPrefix("!"), let index = Int(line.dropFirst()) {
                     guard history.indices.contains(index - 1) else {
-                        printer.record(
-                            "notice", [("message", .string("no command \(index)"))], human: "no command \(index)")
+                        notice("no command \(index)")
                         continue
                     }
                     command = history[index - 1]

@@ -140,9 +140,10 @@ final class DeviceSession {
     let settings: SimulatorSettings
     private let name: String?
     private let address: String?
-    let scanWindow: Duration
-    /// `--scan-timeout` was given.
-    let explicitScanWindow: Bool
+    /// `--scan-timeout`, when given.
+    let requestedScanWindow: Duration?
+    /// How long a device command looks for its device: `--scan-timeout`, else 1 s.
+    var scanWindow: Duration { requestedScanWindow ?? .seconds(1) }
     private let encoding: String
 
     /// AA:BB:CC:DD:EE:FF (hex digits, either case).
@@ -163,8 +164,7 @@ final class DeviceSession {
         if let address, !Self.isAddress(address) {
             throw UsageError("invalid value '\(address)' for --address: expected six hex pairs, AA:BB:CC:DD:EE:FF")
         }
-        scanWindow = .milliseconds(Int((try arguments[CommonOptions.scanTimeout] ?? 1) * 1_000))
-        explicitScanWindow = try arguments[CommonOptions.scanTimeout] != nil
+        requestedScanWindow = try arguments[CommonOptions.scanTimeout].map { .milliseconds(Int($0 * 1_000)) }
         // Only the commands that run AT commands declare --encoding; the others find it by authenticating.
         encoding = try arguments.declares(CommonOptions.encoding) ? arguments[CommonOptions.encoding] ?? "auto" : "auto"
         var handler: XTalkLogHandler?

@@ -733,10 +733,11 @@ package final class BlueZBackend: BleBackend {
     }
 
     /// Whether the connection's link is an inherited one that turned out to be
-    /// going (see `Relink`) and may be made again: once, before any subscription.
+    /// going (see `Relink`) and may be made again: once (`beginRelink` clears
+    /// `inherited`), before any subscription.
     private func mayRelink(_ peripheral: UUID) -> Bool {
         guard let connection = connections[peripheral] else { return false }
-        return connection.inherited && !connection.subscribed && connection.relink == nil
+        return connection.inherited && !connection.subscribed
     }
 
     /// A relink that failed (its Connect refused, or not done in time): a
@@ -762,7 +763,8 @@ package final class BlueZBackend: BleBackend {
     }
 
     /// Starts a relink: waits for the held link to go (Connected=false), then
-    /// connects again (`deviceConnectedChanged`); bounded by `relinkLimit`.
+    /// connects again (the Connected=false branch of the device's property
+    /// changes); bounded by `relinkLimit`.
     private func beginRelink(_ peripheral: UUID, subscription: BleCharacteristicRef?, failure: BleBackendError?) {
         guard let connection = connections[peripheral] else { return }
         let generation = connection.generation
