@@ -767,7 +767,9 @@ package final class FakeBlueZ {
                     device.disconnectTimer = radio.scheduler.schedule(after: disconnectDelay) {
                         [weak self, weak device] in
                         guard let self, let device, device.connected else { return }
-                        device.disconnectTimer = nil
+                        // The timer stays set until Connected=false: from here
+                        // bluetoothd has dropped its GATT client, so StartNotify is
+                        // refused until the controller reports the link gone.
                         self.radio.cancelPeripheralConnection(device.id)
                         // bluetoothd learns the link is gone at the controller's
                         // Disconnection Complete, once the device acknowledged.

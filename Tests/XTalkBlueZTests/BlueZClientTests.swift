@@ -204,6 +204,46 @@ struct BlueZClientTests {
             rig.peripheral.processedCommands.suffix(4) == ["AT+PING=0", "AT+PING=1", "AT+PING=2", "AT+PING=outside"])
         client.teardown()
     }
+
+    /// BlueZ keeps a link until someone disconnects it: a gateway that drops
+    /// a client without `teardown()` must not leave the radio connected, and
+    /// out of every other central's reach, for the rest of the process.
+    @Test("a client released without teardown() disconnects its device; a new client connects")
+    func releasedClientDisconnects() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        var client: XTalkBleClient? = rig.client()
+        _ = try await client?.connectFirstDevice(rig: rig)
+        #expect(rig.peripheral.isConnected)
+        weak let released = client
+        client = nil
+        #expect(released == nil, "nothing keeps a released client alive")
+        #expect(await eventually { !rig.peripheral.isConnected }, "the link went with the client")
+        #expect(rig.fake.callCounts["Disconnect"] == 1)
+        let next = rig.client()
+        _ = try await next.connectFirstDevice(rig: rig)
+        #expect(try await next.runAtCommand("AT+PING=next") == ["+PING:next", "OK"])
+        next.teardown()
+    }
+
+    /// Released while its Connect is still unanswered: the connect is
+    /// cancelled (the same Disconnect), not left to complete with nobody there.
+    @Test("a client released while connecting cancels the connect")
+    func releasedWhileConnecting() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.peripheral.device.link.connectDelay = .milliseconds(500)
+        var client: XTalkBleClient? = rig.client()
+        client?.startScan()
+        #expect(await eventually { client?.scanResults.isEmpty == false })
+        let id = try #require(client?.scanResults.first?.id)
+        client?.connect(id: id)
+        #expect(await eventually { rig.fake.callCounts["Connect"] == 1 })
+        client = nil
+        #expect(await eventually { rig.fake.callCounts["Disconnect"] == 1 })
+        #expect(await eventually(within: .seconds(3)) { !rig.peripheral.isConnected && !rig.fake.isDiscovering })
+        #expect(!rig.peripheral.isConnected, "the link never came, or went")
+    }
 }
 
 /// Another program (another process, another client) disconnected the radio a

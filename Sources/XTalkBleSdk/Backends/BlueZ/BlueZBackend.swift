@@ -185,6 +185,31 @@ package final class BlueZBackend: BleBackend {
         addresses = DBusAddress.systemBus(environment: environment)
     }
 
+    /// A backend released with its links up (a client released without
+    /// `teardown()`) disconnects them: BlueZ keeps a link until someone
+    /// disconnects it, so the radio would stay connected, and out of every
+    /// other central's reach, for the life of the process (CoreBluetooth
+    /// cancels a released peripheral's pending connection). A link still
+    /// being made is cancelled by the same call. Fire-and-forget, from the
+    /// main actor on a later turn: nobody is left to hear the answer.
+    deinit {
+        guard let bus else { return }
+        let deferred = deferredConnects
+        let paths = connections.compactMap { peripheral, connection in
+            connection.path.isEmpty || deferred.contains(peripheral) ? nil : connection.path
+        }
+        guard !paths.isEmpty else { return }
+        Task { @MainActor in
+            for path in paths.sorted() {
+                var disconnect = DBusMessage.methodCall(
+                    destination: "org.bluez", path: path, interface: BlueZInterface.device, member: "Disconnect")
+                disconnect.noReplyExpected = true
+                bus.send(disconnect)
+            }
+            bus.close(reason: "the client was released")
+        }
+    }
+
     // MARK: The bus and the adapter
 
     package func activate(showPowerAlert: Bool, restoreIdentifier: String?) {
