@@ -12,23 +12,15 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 // ends cleanly (its link closed) and the tool exits 141, as SIGPIPE would.
 signal(SIGPIPE, SIG_IGN)
 
-// Only the interactive shell and the bridge's JSON-lines host read standard input. At most 1,024
-// lines wait for the command, and none is ever dropped: a full buffer holds the reader (and the
-// writer then blocks on the pipe) until the command takes one.
-let (input, inputLines) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingOldest(1_024))
+// Only the interactive shell and the bridge's JSON-lines host read standard input. At most
+// 1,024 lines and 4 MiB wait for the command, and none is ever dropped: a full queue holds the
+// reader (and the writer then blocks on the pipe) until the command takes a line.
+let inputLines = InputLineQueue()
+let input = inputLines.stream
 if arguments.first == "shell" || arguments.first == "bridge" {
     Thread.detachNewThread {
         // Not readLine(): see StandardInputLines.
-        StandardInputLines.readLines(from: 0) { line in
-            while true {
-                switch inputLines.yield(line) {
-                case .enqueued: return true
-                case .terminated: return false
-                case .dropped: usleep(1_000)  // full: the line is offered again
-                @unknown default: return false
-                }
-            }
-        }
+        StandardInputLines.readLines(from: 0) { inputLines.put($0) }
         inputLines.finish()
     }
 } else {

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import XTalkSimulator
 import XTalkBleBridge
+import XTalkTestSupport
 @testable import XTalkCLI
 
 @Suite("The tool's standard input and Ctrl-C")
@@ -164,6 +165,114 @@ struct ProcessIOTests {
         #expect(Self.read(text) == ["first", long, "third"])
         #expect(Self.read(text, stopAfter: 1) == ["first"])
         #expect(Self.read("") == [])
+    }
+
+    @Test("the input queue: bounded in lines and in bytes, a line over the bound taken alone, then the end")
+    func inputQueueBounds() async {
+        let queue = InputLineQueue(maximumLines: 3, maximumBytes: 10)
+        #expect(queue.offer("12345") == .taken)
+        #expect(queue.offer("123456") == .full, "5 + 6 bytes: over the byte bound")
+        #expect(queue.offer("1234") == .taken)
+        #expect(queue.offer("") == .taken)
+        #expect(queue.offer("") == .full, "three lines: the line bound")
+        #expect(queue.waiting == (3, 9))
+        #expect(await queue.next() == "12345")
+        #expect(queue.offer("1234567") == .full, "4 + 7 bytes")
+        #expect(await queue.next() == "1234")
+        #expect(queue.offer("1234567") == .taken)
+        #expect(await queue.next() == "")
+        #expect(await queue.next() == "1234567")
+        #expect(queue.waiting == (0, 0))
+        // A line longer than the whole bound: taken when nothing waits, and alone.
+        let long = String(repeating: "x", count: 50)
+        #expect(queue.offer(long) == .taken)
+        #expect(queue.offer("a") == .full)
+        #expect(await queue.next() == long)
+        #expect(queue.offer("ü") == .taken)
+        #expect(queue.waiting == (1, 2), "bytes are UTF-8 bytes")
+        // The end: what waits is still read, nothing more is taken.
+        queue.finish()
+        #expect(queue.offer("after") == .finished)
+        #expect(await queue.next() == "ü")
+        #expect(await queue.next() == nil)
+        #expect(await queue.next() == nil)
+    }
+
+    /// Many lines through small bounds from a reading thread: every line, in
+    /// order, and what waits never over the bounds (checked after each put).
+    @Test("a full input queue holds the reading thread: every line arrives, in order, within the bounds")
+    func inputQueueHoldsTheReader() async {
+        let queue = InputLineQueue(maximumLines: 4, maximumBytes: 64)
+        let lines = (0..<2_000).map { String(repeating: "\($0 % 10)", count: $0 % 40) + "#\($0)" }
+        final class Overruns: @unchecked Sendable {
+            let lock = NSLock()
+            var count = 0
+            var refused = 0
+        }
+        let overruns = Overruns()
+        Thread.detachNewThread {
+            for line in lines {
+                let taken = queue.put(line)
+                let waiting = queue.waiting
+                overruns.lock.withLock {
+                    if !taken { overruns.refused += 1 }
+                    if waiting.lines > 4 || waiting.lines > 1 && waiting.bytes > 64 { overruns.count += 1 }
+                }
+            }
+            queue.finish()
+        }
+        var received: [String] = []
+        for await line in queue.stream { received.append(line) }
+        #expect(received == lines)
+        #expect(overruns.lock.withLock { (overruns.count, overruns.refused) } == (0, 0))
+    }
+
+    /// The command ends while the reader waits for room: the reader stops;
+    /// what waited is still read (as a finished `AsyncStream`'s buffer).
+    @Test("the input ends while the reader waits for room: put returns false, what waited is still read")
+    func inputQueueEndsWhileFull() async {
+        let queue = InputLineQueue(maximumLines: 1, maximumBytes: 100)
+        final class Results: @unchecked Sendable {
+            let lock = NSLock()
+            var values: [Bool] = []
+        }
+        let results = Results()
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            for line in ["a", "b", "c"] {
+                let taken = queue.put(line)
+                results.lock.withLock { results.values.append(taken) }
+            }
+            done.signal()
+        }
+        #expect(await queue.next() == "a")
+        // "b" takes the only place; "c" can only wait for it, or find the end.
+        #expect(await eventually { queue.waiting.lines == 1 })
+        queue.finish()
+        #expect(await eventually { done.wait(timeout: .now()) == .success })
+        #expect(results.lock.withLock { results.values } == [true, true, false])
+        #expect(await queue.next() == "b")
+        #expect(await queue.next() == nil)
+    }
+
+    @Test("a reader cancelled while it waits gets nil at once, and the queue takes no more lines")
+    func inputQueueCancelledReader() async {
+        let queue = InputLineQueue()
+        let reader = Task { await queue.next() }
+        reader.cancel()
+        #expect(await reader.value == nil)
+        #expect(queue.offer("late") == .finished)
+        // The same through the stream a command iterates.
+        let other = InputLineQueue()
+        let iterating = Task {
+            var count = 0
+            for await _ in other.stream { count += 1 }
+            return count
+        }
+        #expect(other.offer("one") == .taken)
+        iterating.cancel()
+        #expect(await iterating.value <= 1)
+        #expect(other.offer("late") == .finished)
     }
 
     /// Writes `text` into a pipe (from another thread, as a terminal would) and reads its lines.

@@ -33,6 +33,148 @@ package enum StandardInputLines {
     }
 }
 
+/// Lines from standard input waiting for the command (`shell`, `bridge
+/// --stdio`): at most `maximumLines` of them and `maximumBytes` in all, so a
+/// fast writer and a slow command keep a few MiB, not a thousand 1 MiB lines.
+/// A line longer than `maximumBytes` is still taken when no other waits. When
+/// full, `put` holds the reading thread until the command takes a line (the
+/// writer then blocks on the pipe): no line is ever dropped.
+///
+/// `finish()` ends the input (its end, or the command's): lines already
+/// waiting are still read, then `next()` returns nil, and `put` returns false
+/// (the reader stops). A reader whose task is cancelled gets nil at once, and
+/// the queue is finished, as a cancelled `AsyncStream`'s.
+package final class InputLineQueue: @unchecked Sendable {
+    package let maximumLines: Int
+    package let maximumBytes: Int
+    private let condition = NSCondition()
+    private var lines: [String] = []
+    private var head = 0
+    private var bytes = 0
+    private var finished = false
+    private var cancelled = false
+    private var waiter: CheckedContinuation<String?, Never>?
+
+    package init(
+        maximumLines: Int = 1_024, maximumBytes: Int = 4 * (StandardInputLines.maximumLineLength + 1)
+    ) {
+        self.maximumLines = max(1, maximumLines)
+        self.maximumBytes = max(1, maximumBytes)
+    }
+
+    /// The lines as the command reads them.
+    package var stream: AsyncStream<String> {
+        AsyncStream(unfolding: { await self.next() }, onCancel: { self.readerCancelled() })
+    }
+
+    /// What waits now: lines and their bytes (UTF-8).
+    package var waiting: (lines: Int, bytes: Int) { condition.withLock { (lines.count - head, bytes) } }
+
+    package enum Offer: Equatable { case taken, full, finished }
+
+    /// Takes `line` if there is room for it now; never blocks.
+    package func offer(_ line: String) -> Offer {
+        let resumed: CheckedContinuation<String?, Never>?
+        condition.lock()
+        guard !finished else {
+            condition.unlock()
+            return .finished
+        }
+        if let waiter {
+            self.waiter = nil
+            resumed = waiter
+        } else {
+            let size = line.utf8.count
+            guard hasRoom(for: size) else {
+                condition.unlock()
+                return .full
+            }
+            lines.append(line)
+            bytes += size
+            resumed = nil
+        }
+        condition.unlock()
+        resumed?.resume(returning: line)
+        return .taken
+    }
+
+    /// Takes `line`, waiting (blocking this thread) while the queue is full.
+    /// False once finished: the line is not taken, and reading should stop.
+    package func put(_ line: String) -> Bool {
+        while true {
+            switch offer(line) {
+            case .taken: return true
+            case .finished: return false
+            case .full:
+                condition.lock()
+                // Room is made, or the end comes, under the lock: a signal cannot be missed.
+                while !finished && !hasRoom(for: line.utf8.count) { condition.wait() }
+                condition.unlock()
+            }
+        }
+    }
+
+    private func hasRoom(for size: Int) -> Bool {
+        let count = lines.count - head
+        return count == 0 || count < maximumLines && bytes + size <= maximumBytes
+    }
+
+    /// The next line; nil once finished and read to the end, or when the task is cancelled.
+    package func next() async -> String? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+                condition.lock()
+                if !cancelled, head < lines.count {
+                    let line = lines[head]
+                    head += 1
+                    bytes -= line.utf8.count
+                    if head == lines.count {
+                        lines.removeAll(keepingCapacity: true)
+                        head = 0
+                    } else if head >= 64 && head * 2 >= lines.count {
+                        lines.removeFirst(head)
+                        head = 0
+                    }
+                    condition.broadcast()
+                    condition.unlock()
+                    continuation.resume(returning: line)
+                } else if finished || cancelled {
+                    condition.unlock()
+                    continuation.resume(returning: nil)
+                } else {
+                    waiter = continuation
+                    condition.unlock()
+                }
+            }
+        } onCancel: {
+            readerCancelled()
+        }
+    }
+
+    private func readerCancelled() {
+        condition.lock()
+        cancelled = true
+        finished = true
+        let waiter = self.waiter
+        self.waiter = nil
+        condition.broadcast()
+        condition.unlock()
+        waiter?.resume(returning: nil)
+    }
+
+    /// Ends the input: what waits is still read; `put` returns false from now on.
+    package func finish() {
+        condition.lock()
+        finished = true
+        // A reader waits only while nothing does: it gets the end.
+        let waiter = self.waiter
+        self.waiter = nil
+        condition.broadcast()
+        condition.unlock()
+        waiter?.resume(returning: nil)
+    }
+}
+
 /// The tool's standard output and error, written with write(2). A write
 /// that fails (stdout a pipe whose reader left while SIGPIPE is ignored, a
 /// full disk, a closed descriptor) is reported once, on standard error when
