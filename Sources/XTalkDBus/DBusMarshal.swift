@@ -91,7 +91,12 @@ package struct DBusEncoder {
 
     /// The alignment of the first code of a signature.
     package static func alignment(of signature: some StringProtocol) -> Int {
-        switch signature.utf8.first {
+        alignment(ofCode: signature.utf8.first)
+    }
+
+    /// The alignment of values whose type starts with `code`.
+    package static func alignment(ofCode code: UInt8?) -> Int {
+        switch code {
         case UInt8(ascii: "n"), UInt8(ascii: "q"): 2
         case UInt8(ascii: "b"), UInt8(ascii: "i"), UInt8(ascii: "u"), UInt8(ascii: "h"), UInt8(ascii: "s"),
             UInt8(ascii: "o"), UInt8(ascii: "a"):
@@ -156,25 +161,66 @@ package struct DBusDecoder {
 
     /// Reads values of each complete type in `signature`, in order.
     package mutating func read(signature: String) throws(DBusWireError) -> [DBusValue] {
-        guard let types = DBusSignature.completeTypes(signature) else {
+        // The signature as bytes, walked by index: every type below is a
+        // position in it (String and Substring indexing cost more than the
+        // values themselves, on BlueZ's busiest path).
+        let types = Array(signature.utf8)
+        guard let count = DBusSignature.completeTypeCount(types) else {
             throw DBusWireError("invalid signature \"\(signature)\"")
         }
         var values: [DBusValue] = []
-        for type in types { values.append(try read(type: Substring(type), depth: 0)) }
+        values.reserveCapacity(count)
+        var index = 0
+        while index < types.count {
+            values.append(try read(type: types, at: index, depth: 0))
+            guard let end = DBusSignature.endOfCompleteType(types, from: index) else { break }
+            index = end
+        }
         return values
     }
 
-    private mutating func readText(lengthBytes: Int) throws(DBusWireError) -> String {
+    /// The header's fields (`a(yv)`, the specification's "Header Fields"):
+    /// each field's code and its variant's value, in order, read without
+    /// building the array and its structures.
+    package mutating func readHeaderFields(
+        _ field: (UInt8, DBusValue) -> Void
+    ) throws(DBusWireError) {
+        let length = try readInteger(UInt32.self)
+        guard length <= DBusDecoder.maximumArrayLength else { throw DBusWireError("an array is too long") }
+        try skipPadding(to: 8)
+        guard Int(length) <= bytes.count - offset else { throw DBusWireError("the data ends inside an array") }
+        let end = offset + Int(length)
+        while offset < end {
+            try skipPadding(to: 8)
+            guard let code = try take(1).first else { throw DBusWireError("the data ends inside a byte") }
+            // Depths as in a(yv): the array 0, its structure 1, the variant 2.
+            guard case .variant(let value) = try read(type: DBusDecoder.variantType, at: 0, depth: 2) else {
+                throw DBusWireError("a header field is not a variant")
+            }
+            field(code, value)
+        }
+        guard offset == end else { throw DBusWireError("an array's elements overrun its length") }
+    }
+
+    private static let variantType = Array("v".utf8)
+
+    /// The bytes of a string's content, checked: its terminating NUL, no NUL inside.
+    /// Whether it is all ASCII (names, paths, signatures nearly always are).
+    private mutating func readTextBytes(lengthBytes: Int) throws(DBusWireError) -> (ArraySlice<UInt8>, ascii: Bool) {
         let length = lengthBytes == 1 ? Int(try readInteger(UInt8.self)) : Int(try readInteger(UInt32.self))
         let content = try take(length)
         guard try take(1).first == 0 else { throw DBusWireError("a string lacks its terminating NUL") }
-        // One pass: no NUL inside, and whether it is all ASCII (names, paths,
-        // signatures nearly always are), which is valid UTF-8 as it stands.
         var ascii = true
         for byte in content {
             if byte == 0 { throw DBusWireError("a string contains a NUL byte") }
             if byte >= 0x80 { ascii = false }
         }
+        return (content, ascii)
+    }
+
+    private mutating func readText(lengthBytes: Int) throws(DBusWireError) -> String {
+        let (content, ascii) = try readTextBytes(lengthBytes: lengthBytes)
+        // All ASCII is valid UTF-8 as it stands.
         if ascii { return String(decoding: content, as: UTF8.self) }
         guard let text = String(validating: content, as: UTF8.self) else {
             throw DBusWireError("a string is not valid UTF-8")
@@ -182,10 +228,24 @@ package struct DBusDecoder {
         return text
     }
 
-    private mutating func read(type: Substring, depth: Int) throws(DBusWireError) -> DBusValue {
+    /// A path's or a signature's bytes: text like any string, checked by the caller for its syntax.
+    private mutating func readNameBytes(lengthBytes: Int) throws(DBusWireError) -> ArraySlice<UInt8> {
+        let (content, ascii) = try readTextBytes(lengthBytes: lengthBytes)
+        guard ascii || String(validating: content, as: UTF8.self) != nil else {
+            throw DBusWireError("a string is not valid UTF-8")
+        }
+        return content
+    }
+
+    /// One-code type signatures, so that a variant of a basic type needs no array of its own.
+    private static let singleCodes: [[UInt8]] = (0..<128).map { [UInt8($0)] }
+
+    /// Reads the value of the complete type starting at `types[start]` (a
+    /// signature already checked to be valid there).
+    private mutating func read(type types: [UInt8], at start: Int, depth: Int) throws(DBusWireError) -> DBusValue {
         guard depth <= DBusDecoder.maximumDepth else { throw DBusWireError("containers are nested too deeply") }
-        guard let code = type.utf8.first else { throw DBusWireError("empty type") }
-        switch code {
+        guard start < types.count else { throw DBusWireError("empty type") }
+        switch types[start] {
         case UInt8(ascii: "y"):
             guard let byte = try take(1).first else { throw DBusWireError("the data ends inside a byte") }
             return .byte(byte)
@@ -203,51 +263,66 @@ package struct DBusDecoder {
         case UInt8(ascii: "d"): return .double(Double(bitPattern: try readInteger(UInt64.self)))
         case UInt8(ascii: "s"): return .string(try readText(lengthBytes: 4))
         case UInt8(ascii: "o"):
-            let path = try readText(lengthBytes: 4)
-            guard DBusNames.isValidObjectPath(path) else { throw DBusWireError("invalid object path \"\(path)\"") }
+            let content = try readNameBytes(lengthBytes: 4)
+            let path = String(decoding: content, as: UTF8.self)
+            guard DBusNames.isValidObjectPath(utf8: content) else {
+                throw DBusWireError("invalid object path \"\(path)\"")
+            }
             return .objectPath(path)
         case UInt8(ascii: "g"):
-            let text = try readText(lengthBytes: 1)
-            guard DBusSignature.completeTypes(text) != nil else { throw DBusWireError("invalid signature \"\(text)\"") }
+            let content = try readNameBytes(lengthBytes: 1)
+            let text = String(decoding: content, as: UTF8.self)
+            guard DBusSignature.completeTypeCount(Array(content)) != nil else {
+                throw DBusWireError("invalid signature \"\(text)\"")
+            }
             return .signature(text)
         case UInt8(ascii: "v"):
-            let inner = try readText(lengthBytes: 1)
-            guard DBusSignature.isSingleCompleteType(inner) else {
-                throw DBusWireError("a variant's signature \"\(inner)\" is not one complete type")
+            let content = try readNameBytes(lengthBytes: 1)
+            let inner: [UInt8]
+            if content.count == 1, let code = content.first, code < 0x80 {
+                inner = DBusDecoder.singleCodes[Int(code)]
+            } else {
+                inner = Array(content)
             }
-            return .variant(try read(type: Substring(inner), depth: depth + 1))
+            guard DBusSignature.completeTypeCount(inner) == 1 else {
+                let text = String(decoding: content, as: UTF8.self)
+                throw DBusWireError("a variant's signature \"\(text)\" is not one complete type")
+            }
+            return .variant(try read(type: inner, at: 0, depth: depth + 1))
         case UInt8(ascii: "a"):
-            let element = type.dropFirst()
+            let element = start + 1
             let length = try readInteger(UInt32.self)
             guard length <= DBusDecoder.maximumArrayLength else { throw DBusWireError("an array is too long") }
-            try skipPadding(to: DBusEncoder.alignment(of: element))
+            // The element's type runs to the array's end (a dict entry is no complete type alone).
+            guard element < types.count, let elementEnd = DBusSignature.endOfCompleteType(types, from: start)
+            else { throw DBusWireError("an array lacks its element type") }
+            try skipPadding(to: DBusEncoder.alignment(ofCode: types[element]))
             guard Int(length) <= bytes.count - offset else { throw DBusWireError("the data ends inside an array") }
             let end = offset + Int(length)
-            if element == "y" { return .bytes(Data(try take(Int(length)))) }
+            if types[element] == UInt8(ascii: "y") { return .bytes(Data(try take(Int(length)))) }
             var elements: [DBusValue] = []
-            while offset < end { elements.append(try read(type: element, depth: depth + 1)) }
+            while offset < end { elements.append(try read(type: types, at: element, depth: depth + 1)) }
             guard offset == end else { throw DBusWireError("an array's elements overrun its length") }
-            return .array(elementSignature: String(element), elements)
+            return .array(elementSignature: String(decoding: types[element..<elementEnd], as: UTF8.self), elements)
         case UInt8(ascii: "{"):
             try skipPadding(to: 8)
-            let inner = type.dropFirst().dropLast()
-            let key = try read(type: inner.prefix(1), depth: depth + 1)
-            let value = try read(type: inner.dropFirst(), depth: depth + 1)
+            let key = try read(type: types, at: start + 1, depth: depth + 1)
+            let value = try read(type: types, at: start + 2, depth: depth + 1)
             return .dictEntry(key, value)
         case UInt8(ascii: "("):
             try skipPadding(to: 8)
             var values: [DBusValue] = []
-            var rest = type.dropFirst().dropLast()
-            while !rest.isEmpty {
-                guard let length = DBusSignature.lengthOfFirstCompleteType(rest) else {
-                    throw DBusWireError("invalid struct signature \(type)")
+            var index = start + 1
+            while index < types.count, types[index] != UInt8(ascii: ")") {
+                values.append(try read(type: types, at: index, depth: depth + 1))
+                guard let end = DBusSignature.endOfCompleteType(types, from: index) else {
+                    throw DBusWireError("invalid struct signature")
                 }
-                values.append(try read(type: rest.prefix(length), depth: depth + 1))
-                rest = rest.dropFirst(length)
+                index = end
             }
             return .structure(values)
         default:
-            throw DBusWireError("unknown type code \(type.prefix(1))")
+            throw DBusWireError("unknown type code \(String(decoding: types[start...start], as: UTF8.self))")
         }
     }
 }
@@ -257,7 +332,12 @@ package enum DBusNames {
     /// "/", or "/" followed by elements of [A-Za-z0-9_], each non-empty,
     /// separated by single "/", with no "/" at the end.
     package static func isValidObjectPath(_ path: String) -> Bool {
-        var bytes = path.utf8.makeIterator()
+        isValidObjectPath(utf8: path.utf8)
+    }
+
+    /// The same, on the path's UTF-8 bytes.
+    package static func isValidObjectPath(utf8: some Sequence<UInt8>) -> Bool {
+        var bytes = utf8.makeIterator()
         guard bytes.next() == UInt8(ascii: "/") else { return false }
         guard var byte = bytes.next() else { return true }  // "/"
         var afterSlash = true

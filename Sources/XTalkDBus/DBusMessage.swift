@@ -130,12 +130,11 @@ package struct DBusMessage: Sendable, Hashable {
         message.noReplyExpected = bytes[2] & 0x1 != 0
         message.serial = try decoder.readInteger(UInt32.self)
         guard message.serial != 0 else { throw DBusWireError("a message has serial 0") }
-        guard let fieldArray = try decoder.read(signature: "a(yv)").first?.arrayValue else {
-            throw DBusWireError("no header fields")
-        }
         var bodySignature = ""
-        for case .structure(let pair) in fieldArray {
-            guard pair.count == 2, case .byte(let code) = pair[0], case .variant(let value) = pair[1] else { continue }
+        // A field of the wrong type is reported once every field has decoded
+        // (a damaged value anywhere comes first, as it would in a full read).
+        var wrongType: DBusWireError?
+        try decoder.readHeaderFields { code, value in
             switch (code, value) {
             case (1, .objectPath(let text)): message.path = text
             case (2, .string(let text)): message.interface = text
@@ -147,12 +146,16 @@ package struct DBusMessage: Sendable, Hashable {
             case (8, .signature(let text)): bodySignature = text
             case (9, .uint32(let count)):
                 // A sender may pass at most 253 descriptors at once (SCM_MAX_FD).
-                guard count <= 253 else { throw DBusWireError("a message declares \(count) file descriptors") }
+                if count > 253, wrongType == nil {
+                    wrongType = DBusWireError("a message declares \(count) file descriptors")
+                }
                 message.declaredFileDescriptorCount = Int(count)
-            case (1...9, _): throw DBusWireError("header field \(code) has the wrong type")
+            case (1...9, _):
+                if wrongType == nil { wrongType = DBusWireError("header field \(code) has the wrong type") }
             default: break  // unknown fields are ignored, as the specification says
             }
         }
+        if let wrongType { throw wrongType }
         switch kind {
         case .methodCall where message.path == nil || message.member == nil:
             throw DBusWireError("a method call lacks its path or member")

@@ -153,6 +153,17 @@ extension DBusValue {
     }
 
     /// An `a{sv}` as a Swift dictionary of the variants' contents.
+    /// One property of an `a{sv}` (its variant's value), found without
+    /// building the map: nil when absent or when this is no property map.
+    package func property(_ name: String) -> DBusValue? {
+        guard case .array(_, let elements) = self else { return nil }
+        for case .dictEntry(.string(let key), let value) in elements where key == name {
+            if case .variant(let inner) = value { return inner }
+            return value
+        }
+        return nil
+    }
+
     package var propertyMapValue: [String: DBusValue]? {
         guard let entries = dictionaryEntries else { return nil }
         var map: [String: DBusValue] = [:]
@@ -183,6 +194,26 @@ package enum DBusSignature {
             index = end
         }
         return types
+    }
+
+    /// How many complete types `signature` (its bytes) holds, or nil when it is not valid.
+    package static func completeTypeCount(_ signature: [UInt8]) -> Int? {
+        guard signature.count <= maximumLength else { return nil }
+        var count = 0
+        var index = 0
+        while index < signature.count {
+            guard let end = endOfCompleteType(signature, from: index, arrays: 0, structs: 0) else { return nil }
+            count += 1
+            index = end
+        }
+        return count
+    }
+
+    /// The index just past the complete type that starts at `start` in a
+    /// signature checked by `completeTypeCount` (nil where it is not valid).
+    static func endOfCompleteType(_ signature: [UInt8], from start: Int) -> Int? {
+        if start < signature.count, isOneCharacterType(signature[start]) { return start + 1 }
+        return endOfCompleteType(signature, from: start, arrays: 0, structs: 0)
     }
 
     /// The length (in UTF-8 code units) of the complete type `signature` starts with, or nil.

@@ -446,13 +446,14 @@ package final class BlueZBackend: BleBackend {
         guard body.count == 3, let interface = body[0].stringValue else { return }
         // The hot path: a notification.
         if interface == BlueZInterface.characteristic {
-            guard let changed = body[1].propertyMapValue else { return }
-            if let mtu = changed["MTU"]?.integerValue {
+            // Found in place: a map built for each notification costs more than the rest of this.
+            let changed = body[1]
+            if let mtu = changed.property("MTU")?.integerValue {
                 for (id, connection) in connections where connection.paths.values.contains(path) {
                     connections[id]?.mtu = Int(mtu)
                 }
             }
-            guard let subscription = subscriptions[path], let value = changed["Value"]?.bytesValue,
+            guard let subscription = subscriptions[path], let value = changed.property("Value")?.bytesValue,
                 connections[subscription.peripheral]?.generation == subscription.generation
             else { return }
             emit(
