@@ -172,6 +172,19 @@ struct DBusWireTests {
         #expect(try decoder.read(signature: "s") == [.string(text)])
     }
 
+    /// BlueZ's notification path looks a property up in place, as the map would give it.
+    @Test func propertyLookupMatchesTheMap() {
+        let map = DBusValue.propertyMap([
+            "Value": .bytes(Data([1, 2])), "MTU": .uint16(247), "Notifying": .boolean(true),
+        ])
+        for name in ["Value", "MTU", "Notifying", "Absent"] {
+            #expect(map.property(name) == map.propertyMapValue?[name], "\(name)")
+        }
+        #expect(map.property("MTU") == .uint16(247))
+        #expect(map.property("Absent") == nil)
+        #expect(DBusValue.string("Value").property("Value") == nil, "not a property map")
+    }
+
     @Test func rejectsVariantsNestedTooDeeply() throws {
         var value = DBusValue.byte(1)
         for _ in 0..<(DBusDecoder.maximumDepth + 2) { value = .variant(value) }
