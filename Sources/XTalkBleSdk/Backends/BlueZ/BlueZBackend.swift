@@ -190,8 +190,11 @@ package final class BlueZBackend: BleBackend {
     /// disconnects it, so the radio would stay connected, and out of every
     /// other central's reach, for the life of the process (CoreBluetooth
     /// cancels a released peripheral's pending connection). A link still
-    /// being made is cancelled by the same call. Fire-and-forget, from the
-    /// main actor on a later turn: nobody is left to hear the answer.
+    /// being made is cancelled by the same call. Released on the main actor
+    /// (as a main-actor client nearly always is), the calls are written at
+    /// once, as `teardown()`'s are; elsewhere on the main actor's next turn.
+    /// The bus stays open until BlueZ has answered them all (it answers once
+    /// the link is gone), so that no call queued behind other writes is lost.
     deinit {
         guard let bus else { return }
         let deferred = deferredConnects
@@ -199,15 +202,28 @@ package final class BlueZBackend: BleBackend {
             connection.path.isEmpty || deferred.contains(peripheral) ? nil : connection.path
         }
         guard !paths.isEmpty else { return }
-        Task { @MainActor in
-            for path in paths.sorted() {
-                var disconnect = DBusMessage.methodCall(
-                    destination: "org.bluez", path: path, interface: BlueZInterface.device, member: "Disconnect")
-                disconnect.noReplyExpected = true
-                bus.send(disconnect)
-            }
-            bus.close(reason: "the client was released")
+        if Thread.isMainThread {
+            MainActor.assumeIsolated { Self.disconnect(paths, on: bus) }
+        } else {
+            Task { @MainActor in Self.disconnect(paths, on: bus) }
         }
+    }
+
+    /// Disconnects `paths` for a released backend, then closes its bus.
+    private static func disconnect(_ paths: [String], on bus: DBusConnection) {
+        let unanswered = Countdown(paths.count)
+        for path in paths.sorted() {
+            bus.call(destination: "org.bluez", path: path, interface: BlueZInterface.device, member: "Disconnect") {
+                _ in
+                unanswered.remaining -= 1
+                if unanswered.remaining == 0 { bus.close(reason: "the client was released") }
+            }
+        }
+    }
+
+    @MainActor private final class Countdown {
+        var remaining: Int
+        init(_ count: Int) { remaining = count }
     }
 
     // MARK: The bus and the adapter
