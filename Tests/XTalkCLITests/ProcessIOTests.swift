@@ -255,6 +255,21 @@ struct ProcessIOTests {
         #expect(await queue.next() == nil)
     }
 
+    @Test("two readers waiting at once: each line goes to one of them, and the end reaches both")
+    func inputQueueTwoReaders() async {
+        let queue = InputLineQueue()
+        let first = Task { await queue.next() }
+        let second = Task { await queue.next() }
+        #expect(queue.offer("a") == .taken)
+        #expect(queue.offer("b") == .taken)
+        let lines = await [first.value, second.value]
+        #expect(Set(lines.compactMap { $0 }) == ["a", "b"])
+        let third = Task { await queue.next() }
+        let fourth = Task { await queue.next() }
+        queue.finish()
+        #expect(await [third.value, fourth.value] == [nil, nil])
+    }
+
     @Test("a reader cancelled while it waits gets nil at once, and the queue takes no more lines")
     func inputQueueCancelledReader() async {
         let queue = InputLineQueue()

@@ -53,7 +53,8 @@ package final class InputLineQueue: @unchecked Sendable {
     private var bytes = 0
     private var finished = false
     private var cancelled = false
-    private var waiter: CheckedContinuation<String?, Never>?
+    /// Readers waiting (only while no line does), first come first served.
+    private var waiters: [CheckedContinuation<String?, Never>] = []
 
     package init(
         maximumLines: Int = 1_024, maximumBytes: Int = 4 * (StandardInputLines.maximumLineLength + 1)
@@ -80,9 +81,8 @@ package final class InputLineQueue: @unchecked Sendable {
             condition.unlock()
             return .finished
         }
-        if let waiter {
-            self.waiter = nil
-            resumed = waiter
+        if !waiters.isEmpty {
+            resumed = waiters.removeFirst()
         } else {
             let size = line.utf8.count
             guard hasRoom(for: size) else {
@@ -142,7 +142,7 @@ package final class InputLineQueue: @unchecked Sendable {
                     condition.unlock()
                     continuation.resume(returning: nil)
                 } else {
-                    waiter = continuation
+                    waiters.append(continuation)
                     condition.unlock()
                 }
             }
@@ -155,23 +155,23 @@ package final class InputLineQueue: @unchecked Sendable {
         condition.lock()
         cancelled = true
         finished = true
-        let waiter = self.waiter
-        self.waiter = nil
+        let ended = waiters
+        waiters.removeAll()
         condition.broadcast()
         condition.unlock()
-        waiter?.resume(returning: nil)
+        for waiter in ended { waiter.resume(returning: nil) }
     }
 
     /// Ends the input: what waits is still read; `put` returns false from now on.
     package func finish() {
         condition.lock()
         finished = true
-        // A reader waits only while nothing does: it gets the end.
-        let waiter = self.waiter
-        self.waiter = nil
+        // Readers wait only while no line does: they get the end.
+        let ended = waiters
+        waiters.removeAll()
         condition.broadcast()
         condition.unlock()
-        waiter?.resume(returning: nil)
+        for waiter in ended { waiter.resume(returning: nil) }
     }
 }
 
