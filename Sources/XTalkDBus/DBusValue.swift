@@ -152,11 +152,11 @@ extension DBusValue {
         return entries
     }
 
-    /// An `a{sv}` as a Swift dictionary of the variants' contents.
     /// One property of an `a{sv}` (its variant's value), found without
-    /// building the map: nil when absent or when this is no property map.
+    /// building the map (the first entry of that name): nil when absent or
+    /// when this is no property map.
     package func property(_ name: String) -> DBusValue? {
-        guard case .array(_, let elements) = self else { return nil }
+        guard let elements = arrayValue else { return nil }
         for case .dictEntry(.string(let key), let value) in elements where key == name {
             if case .variant(let inner) = value { return inner }
             return value
@@ -164,6 +164,7 @@ extension DBusValue {
         return nil
     }
 
+    /// An `a{sv}` as a Swift dictionary of the variants' contents.
     package var propertyMapValue: [String: DBusValue]? {
         guard let entries = dictionaryEntries else { return nil }
         var map: [String: DBusValue] = [:]
