@@ -20,6 +20,8 @@ import XTalkFakeBlueZ
 ///   most of a core).
 enum BlueZRow {
     static let cpuTarget: Duration = .microseconds(20)
+    /// The fake's first device, the one the rows connect to.
+    static let deviceAddress = "C0:FF:EE:00:00:01"
 
     @MainActor
     static func rows(quick: Bool) async throws(CLIError) -> [BenchRow] {
@@ -91,9 +93,17 @@ enum BlueZRow {
         ]
         let ourMedian = median(ours)
         guard let bleak = bleakRoundTrips(bus: bus, count: pings) else {
-            // CI installs bleak and requires the comparison: a run without it is no pass.
+            // CI installs bleak and requires the comparison: a run without it misses the row's target.
             if ProcessInfo.processInfo.environment["XTALK_REQUIRE_BLUEZ"] == "1" {
-                throw CLIError(.failure, "XTALK_REQUIRE_BLUEZ=1, but bleak's round trips could not be measured")
+                rows.append(
+                    BenchRow(
+                        figure: "17. BlueZ backend: AT+PING round trip vs bleak, same fake, same run",
+                        target: "<= bleak's median",
+                        measured: String(
+                            format: "median %.3f ms; bleak's could not be measured (XTALK_REQUIRE_BLUEZ=1)",
+                            ourMedian),
+                        passed: false, values: [("median_ms", .double(ourMedian))]))
+                return rows
             }
             rows.append(
                 BenchRow.info(
@@ -169,7 +179,7 @@ enum BlueZRow {
         let start = Measure.processCPU()
         control.call(
             destination: "org.bluez", path: FakeBlueZ.controlPath, interface: FakeBlueZ.controlInterface,
-            member: "Notify", body: [.string("C0:FF:EE:00:00:01"), .bytes(Data(line.utf8)), .uint32(UInt32(count))]
+            member: "Notify", body: [.string(deviceAddress), .bytes(Data(line.utf8)), .uint32(UInt32(count))]
         ) { _ in }
         let timeout = Task { @MainActor in
             try? await Task.sleep(for: .seconds(120))
@@ -186,6 +196,7 @@ enum BlueZRow {
     /// Returns once BlueZ on `bus` says the benchmark's device is not connected (at most 10 s).
     @MainActor
     private static func waitUntilDisconnected(bus: String) async throws(CLIError) {
+        let address = deviceAddress
         let control: DBusConnection
         do {
             control = try await withCheckedThrowingContinuation { continuation in
@@ -199,12 +210,17 @@ enum BlueZRow {
         while ContinuousClock.now < deadline {
             let reply = await withCheckedContinuation { continuation in
                 control.call(
-                    destination: "org.bluez", path: "/org/bluez/hci0/dev_C0_FF_EE_00_00_01",
+                    destination: "org.bluez",
+                    path: "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_"),
                     interface: "org.freedesktop.DBus.Properties", member: "Get",
                     body: [.string("org.bluez.Device1"), .string("Connected")]
                 ) { continuation.resume(returning: $0) }
             }
-            if case .success(let message) = reply, message.body.first == .variant(.boolean(false)) { return }
+            switch reply {
+            case .success(let message) where message.body.first == .variant(.boolean(false)): return
+            case .failure(let error) where error.name == "org.freedesktop.DBus.Error.UnknownObject": return  // gone
+            default: break
+            }
             try? await Task.sleep(for: .milliseconds(50))
         }
         throw CLIError(.failure, "BlueZ still reports the device connected 10 s after the client disconnected")
