@@ -150,6 +150,9 @@ enum StreamCPURow {
         let cpuShare: Double
         let achievedBytesPerSecond: Double
         let frames: Int
+        /// What the stream lost (frames dropped by the link or the client,
+        /// or taken out of order): the figure is then no measure, and the row fails.
+        var lost: String?
     }
 
     /// A link that carries 1.4 Mbit/s (with 20 % to spare) in notifications
@@ -223,15 +226,17 @@ enum StreamCPURow {
         let wall = Measure.seconds(ContinuousClock.now - start)
         let delivered = peripheral.deviceBytesDelivered - deliveredStart
         let frames = seen.streamed - framesStart
-        guard peripheral.droppedNotificationBytes == 0, client.droppedEventCount == 0, seen.outOfOrder == 0,
-            seen.callbacks >= seen.streamed, frames > 0
-        else {
-            throw CLIError(
-                .failure,
-                "the stream lost frames: \(peripheral.droppedNotificationBytes) bytes dropped by the link, "
-                    + "\(client.droppedEventCount) events dropped, \(seen.outOfOrder) out of order")
+        var outcome = Outcome(cpuShare: cpu / wall, achievedBytesPerSecond: Double(delivered) / wall, frames: frames)
+        // A machine too slow for the rate (a sanitizer build) falls behind and
+        // drops: that row fails, saying so, and the other rows still run.
+        if peripheral.droppedNotificationBytes != 0 || client.droppedEventCount != 0 || seen.outOfOrder != 0
+            || seen.callbacks < seen.streamed || frames == 0
+        {
+            outcome.lost =
+                "lost frames: \(peripheral.droppedNotificationBytes) bytes dropped by the link, "
+                + "\(client.droppedEventCount) events dropped, \(seen.outOfOrder) out of order"
         }
-        return Outcome(cpuShare: cpu / wall, achievedBytesPerSecond: Double(delivered) / wall, frames: frames)
+        return outcome
     }
 
     @MainActor
