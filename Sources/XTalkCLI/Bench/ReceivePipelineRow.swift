@@ -210,7 +210,12 @@ enum StreamCPURow {
         func pace(until end: ContinuousClock.Instant) async {
             while ContinuousClock.now < end {
                 let due = bytesAtStart + Int(Measure.seconds(ContinuousClock.now - streamStart) * bytesPerSecond)
-                while peripheral.deviceBytesDelivered + peripheral.deviceBytesQueued < due {
+                // Bounded: once the link drops (its buffer full: a machine too
+                // slow for the rate, such as a sanitizer build), nothing more is
+                // queued, and this loop would hold the main actor for good.
+                while peripheral.deviceBytesDelivered + peripheral.deviceBytesQueued < due,
+                    peripheral.droppedNotificationBytes == 0, ContinuousClock.now < end
+                {
                     peripheral.receiveRadioFrame(payload)
                 }
                 try? await Task.sleep(for: pacing)
