@@ -178,7 +178,7 @@ enum BenchCommand {
                     values: [
                         ("cpu_share", .double(stream.cpuShare)),
                         ("bytes_per_s", .double(stream.achievedBytesPerSecond)),
-                        ("frames", .int(stream.frames)),
+                        ("frames", .int(stream.frames)), ("lost_frames", .bool(stream.lost != nil)),
                     ]))
         }
         // The same with three live `events` streams (issue 14: several views reading events).
@@ -194,7 +194,7 @@ enum BenchCommand {
                 passed: three.lost == nil && three.cpuShare <= 0.001,
                 values: [
                     ("cpu_share", .double(three.cpuShare)), ("bytes_per_s", .double(three.achievedBytesPerSecond)),
-                    ("frames", .int(three.frames)), ("streams", .int(3)),
+                    ("frames", .int(three.frames)), ("streams", .int(3)), ("lost_frames", .bool(three.lost != nil)),
                 ]))
         let floor = await AsyncStreamFloorRow.measure(streams: 3, seconds: quick ? 1 : 10)
         rows.append(

@@ -161,14 +161,7 @@ enum BlueZRow {
     private static func cpuPerNotification(_ client: XTalkBleClient, bus: String, count: Int) async throws(CLIError)
         -> Duration
     {
-        let control: DBusConnection
-        do {
-            control = try await withCheckedThrowingContinuation { continuation in
-                DBusConnection.open(DBusAddress.parse(bus)) { continuation.resume(with: $0) }
-            }
-        } catch {
-            throw CLIError(.failure, "could not reach the fake's bus: \(error)")
-        }
+        let control = try await openControl(bus: bus)
         defer { control.close() }
         // Woken by the last frame, not by polling: a poll's wake-ups would be
         // counted in the CPU measured.
@@ -193,18 +186,23 @@ enum BlueZRow {
         return (Measure.processCPU() - start) / count
     }
 
-    /// Returns once BlueZ on `bus` says the benchmark's device is not connected (at most 10 s).
+    /// A connection of the benchmark's own to the fake's bus, as any tool would open one.
     @MainActor
-    private static func waitUntilDisconnected(bus: String) async throws(CLIError) {
-        let address = deviceAddress
-        let control: DBusConnection
+    private static func openControl(bus: String) async throws(CLIError) -> DBusConnection {
         do {
-            control = try await withCheckedThrowingContinuation { continuation in
+            return try await withCheckedThrowingContinuation { continuation in
                 DBusConnection.open(DBusAddress.parse(bus)) { continuation.resume(with: $0) }
             }
         } catch {
             throw CLIError(.failure, "could not reach the fake's bus: \(error)")
         }
+    }
+
+    /// Returns once BlueZ on `bus` says the benchmark's device is not connected (at most 10 s).
+    @MainActor
+    private static func waitUntilDisconnected(bus: String) async throws(CLIError) {
+        let address = deviceAddress
+        let control = try await openControl(bus: bus)
         defer { control.close() }
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {

@@ -65,7 +65,7 @@ package final class InputLineQueue: @unchecked Sendable {
 
     /// The lines as the command reads them.
     package var stream: AsyncStream<String> {
-        AsyncStream(unfolding: { await self.next() }, onCancel: { self.readerCancelled() })
+        AsyncStream(unfolding: { await self.next() }, onCancel: { self.end(cancelled: true) })
     }
 
     /// What waits now: lines and their bytes (UTF-8).
@@ -147,25 +147,18 @@ package final class InputLineQueue: @unchecked Sendable {
                 }
             }
         } onCancel: {
-            readerCancelled()
+            end(cancelled: true)
         }
     }
 
-    private func readerCancelled() {
-        condition.lock()
-        cancelled = true
-        finished = true
-        let ended = waiters
-        waiters.removeAll()
-        condition.broadcast()
-        condition.unlock()
-        for waiter in ended { waiter.resume(returning: nil) }
-    }
-
     /// Ends the input: what waits is still read; `put` returns false from now on.
-    package func finish() {
+    package func finish() { end(cancelled: false) }
+
+    /// Finishes the queue. `cancelled`: the reader went, so lines still waiting are not read either.
+    private func end(cancelled: Bool) {
         condition.lock()
         finished = true
+        if cancelled { self.cancelled = true }
         // Readers wait only while no line does: they get the end.
         let ended = waiters
         waiters.removeAll()
