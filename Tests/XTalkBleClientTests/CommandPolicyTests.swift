@@ -4,7 +4,7 @@ import XTalkBleSdk
 import XTalkSimulator
 
 /// Issue 14, item 4: `.automatic` completes by command policy.
-@Suite("Command policy: AT+RST holds the channel until the radio is ready again", .timeLimit(.minutes(1)))
+@Suite("Command policy: AT+RST holds the channel until the radio is ready again", .timeLimit(.minutes(5)))
 @MainActor
 struct CommandPolicyTests {
     @Test("AT+RST followed at once by AT+VER?: the version is answered, not lost in the reboot")

@@ -5,7 +5,7 @@ import XTalkSimulator
 
 /// Issue 14, item 1: every read of `events` is its own stream, as SwiftUI's
 /// `.task` re-subscription needs.
-@Suite("events: one stream per reader, cancellable, bounded, never losing a state change", .timeLimit(.minutes(1)))
+@Suite("events: one stream per reader, cancellable, bounded, never losing a state change", .timeLimit(.minutes(5)))
 @MainActor
 struct EventStreamsTests {
     /// Reads `stream` until `count` events arrived (or it ends).
@@ -164,7 +164,7 @@ struct EventStreamsTests {
     }
 }
 
-@Suite("events: a client released without teardown()", .timeLimit(.minutes(1)))
+@Suite("events: a client released without teardown()", .timeLimit(.minutes(5)))
 @MainActor
 struct ReleasedClientTests {
     @Test("a client released without teardown() goes away and finishes its streams")

@@ -7,7 +7,7 @@ import XTalkSimulator
 /// (`corebluetooth-field-failures.md`). Each fault is a simulator knob; the
 /// client suite runs on the simulator backend and on the CoreBluetooth backend
 /// over the stand-in.
-@Suite("CoreBluetooth field failures: the simulator produces them, the client survives them", .timeLimit(.minutes(1)))
+@Suite("CoreBluetooth field failures: the simulator produces them, the client survives them", .timeLimit(.minutes(5)))
 @MainActor
 struct FieldFailureTests {
     /// MTU 23 (20-byte chunks) and one write-without-response credit: every

@@ -6,7 +6,7 @@ import XTalkSimulator
 /// Issue 14, items 2 and 3: a retried scan that fails again is published
 /// again; whatever ends a link says so before the next state; `connect(id:)`
 /// checks the id before touching the current link.
-@Suite("Link endings and retried failures are always published", .timeLimit(.minutes(1)))
+@Suite("Link endings and retried failures are always published", .timeLimit(.minutes(5)))
 @MainActor
 struct LinkEndingTests {
     /// The connection states the client published, in order, from its events.
@@ -116,7 +116,7 @@ struct LinkEndingTests {
 /// Issue 16, item 4: a link lost out of range is reported as iOS reports it,
 /// `CBError.connectionTimeout` after the supervision timeout, and the client
 /// behaves in that window (on the simulator and on the CoreBluetooth backend).
-@Suite("Link loss as iOS reports it: the supervision window", .timeLimit(.minutes(1)))
+@Suite("Link loss as iOS reports it: the supervision window", .timeLimit(.minutes(5)))
 @MainActor
 struct SupervisionWindowTests {
     @Test("work started in the supervision window ends once, typed; the next connection sees none of it")
