@@ -153,11 +153,11 @@ extension DBusValue {
     }
 
     /// One property of an `a{sv}` (its variant's value), found without
-    /// building the map (the first entry of that name): nil when absent or
-    /// when this is no property map.
+    /// building the map: nil when absent or when this is no property map. A
+    /// name given twice gives its last entry, as in `propertyMapValue`.
     package func property(_ name: String) -> DBusValue? {
         guard let elements = arrayValue else { return nil }
-        for case .dictEntry(.string(let key), let value) in elements where key == name {
+        for case .dictEntry(.string(let key), let value) in elements.reversed() where key == name {
             if case .variant(let inner) = value { return inner }
             return value
         }

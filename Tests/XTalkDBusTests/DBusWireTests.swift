@@ -183,6 +183,16 @@ struct DBusWireTests {
         #expect(map.property("MTU") == .uint16(247))
         #expect(map.property("Absent") == nil)
         #expect(DBusValue.string("Value").property("Value") == nil, "not a property map")
+        // A key twice (valid on the wire; bluetoothd never sends it): the last one, as in the map.
+        let twice = DBusValue.array(
+            elementSignature: "{sv}",
+            [
+                .dictEntry(.string("Value"), .variant(.bytes(Data([1])))),
+                .dictEntry(.string("MTU"), .variant(.uint16(23))),
+                .dictEntry(.string("Value"), .variant(.bytes(Data([2])))),
+            ])
+        #expect(twice.property("Value") == .bytes(Data([2])))
+        #expect(twice.property("Value") == twice.propertyMapValue?["Value"])
     }
 
     @Test func rejectsVariantsNestedTooDeeply() throws {
