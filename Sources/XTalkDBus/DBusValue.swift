@@ -183,20 +183,6 @@ package enum DBusSignature {
     /// The specification's limit on array and struct nesting, each.
     package static let maximumNesting = 32
 
-    /// Splits a signature into its single complete types, or nil when it is not valid.
-    package static func completeTypes(_ signature: String) -> [String]? {
-        let bytes = Array(signature.utf8)
-        guard bytes.count <= maximumLength else { return nil }
-        var types: [String] = []
-        var index = 0
-        while index < bytes.count {
-            guard let end = endOfCompleteType(bytes, from: index, arrays: 0, structs: 0) else { return nil }
-            types.append(String(decoding: bytes[index..<end], as: UTF8.self))
-            index = end
-        }
-        return types
-    }
-
     /// How many complete types `signature` (its bytes) holds, or nil when it is not valid.
     package static func completeTypeCount(_ signature: [UInt8]) -> Int? {
         guard signature.count <= maximumLength else { return nil }
@@ -215,22 +201,6 @@ package enum DBusSignature {
     static func endOfCompleteType(_ signature: [UInt8], from start: Int) -> Int? {
         if start < signature.count, isOneCharacterType(signature[start]) { return start + 1 }
         return endOfCompleteType(signature, from: start, arrays: 0, structs: 0)
-    }
-
-    /// The length (in UTF-8 code units) of the complete type `signature` starts with, or nil.
-    package static func lengthOfFirstCompleteType(_ signature: Substring) -> Int? {
-        if let code = signature.utf8.first, isOneCharacterType(code) { return 1 }
-        let bytes = Array(signature.utf8.prefix(maximumLength))
-        return endOfCompleteType(bytes, from: 0, arrays: 0, structs: 0)
-    }
-
-    /// Whether `signature` is exactly one complete type.
-    package static func isSingleCompleteType(_ signature: String) -> Bool {
-        // Most variants hold one basic type (BlueZ's properties, header fields): no parsing needed.
-        if signature.utf8.count == 1, let code = signature.utf8.first {
-            return isOneCharacterType(code)
-        }
-        return completeTypes(signature)?.count == 1
     }
 
     /// A complete type of one character: a basic type or a variant.

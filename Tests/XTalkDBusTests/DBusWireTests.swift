@@ -160,7 +160,7 @@ struct DBusWireTests {
         ("a", false), ("z", false), ("{", false), ("yy", false), ("sa{sv}as", false),
     ])
     func singleCompleteTypes(signature: String, single: Bool) {
-        #expect(DBusSignature.isSingleCompleteType(signature) == single, "\(signature)")
+        #expect((DBusSignature.completeTypeCount(Array(signature.utf8)) == 1) == single, "\(signature)")
     }
 
     /// Strings that are not ASCII take the validating path; ASCII ones a faster one. Both decode exactly.
@@ -206,7 +206,7 @@ struct DBusWireTests {
 
     @Test(arguments: ["a", "(", "()", "a{vs}", "{sv}", "a{s}", "z", String(repeating: "a", count: 40) + "y"])
     func rejectsInvalidSignatures(signature: String) {
-        #expect(DBusSignature.completeTypes(signature) == nil)
+        #expect(DBusSignature.completeTypeCount(Array(signature.utf8)) == nil)
     }
 
     @Test func framerRejectsGarbage() {
