@@ -279,6 +279,33 @@
             await probe.finish()
         }
 
+        /// CoreBluetooth reports a lost link twice, both reports queued before
+        /// the first reaches the main actor, and the app reconnects as soon
+        /// as it hears of the first. The second report belongs to the old
+        /// connection (each callback carries the connection it was sent for):
+        /// it must not end the new one.
+        @Test("a lost link reported twice: the second report does not end the app's immediate reconnect")
+        func lossReportedTwice() async throws {
+            let probe = CoreBluetoothProbe()
+            await probe.connect()
+            let id = try #require(probe.client.connectedPeripheralId)
+            let manager = try #require(probe.manager)
+            let sdk = try #require(manager.delegate)
+            let twice = LossReportedTwice(forwardingTo: sdk) {
+                MainActor.assumeIsolated { probe.client.connect(id: id) }
+            }
+            manager.delegate = twice
+            probe.simulated.disconnect(.terminatedByDevice)
+            await probe.advance(.milliseconds(5))
+            #expect(twice.reports == 1)
+            for _ in 0..<400 where !probe.client.atReady { await probe.advance(.milliseconds(5)) }
+            #expect(probe.client.atReady)
+            #expect(probe.client.connectionState == .connected)
+            #expect(try await probe.clock.run { try await probe.client.runAtCommand("AT") } == ["OK"])
+            manager.delegate = sdk
+            await probe.finish()
+        }
+
         @Test("Bluetooth powered off mid-write fails the pending command; power on and reconnect work")
         func powerCycleMidWrite() async throws {
             var device = ClientHarness.fastDevice()
@@ -458,6 +485,49 @@
                 return
             }
             await probe.finish()
+        }
+    }
+
+    /// A central manager delegate in front of the SDK's: it passes every callback
+    /// on, and the first lost link twice, with the app's reaction queued on the
+    /// main queue between the two (where a reconnect would run).
+    private final class LossReportedTwice: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+        private let sdk: any CBCentralManagerDelegate
+        private let between: @Sendable () -> Void
+        private(set) var reports = 0
+
+        init(forwardingTo sdk: any CBCentralManagerDelegate, between: @escaping @Sendable () -> Void) {
+            self.sdk = sdk
+            self.between = between
+        }
+
+        func centralManagerDidUpdateState(_ central: CBCentralManager) { sdk.centralManagerDidUpdateState(central) }
+
+        func centralManager(
+            _ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+            advertisementData: [String: Any], rssi RSSI: NSNumber
+        ) {
+            sdk.centralManager(central, didDiscover: peripheral, advertisementData: advertisementData, rssi: RSSI)
+        }
+
+        func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+            sdk.centralManager(central, didConnect: peripheral)
+        }
+
+        func centralManager(
+            _ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: (any Error)?
+        ) {
+            sdk.centralManager(central, didFailToConnect: peripheral, error: error)
+        }
+
+        func centralManager(
+            _ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?
+        ) {
+            reports += 1
+            sdk.centralManager(central, didDisconnectPeripheral: peripheral, error: error)
+            guard reports == 1 else { return }
+            DispatchQueue.main.async(execute: between)
+            sdk.centralManager(central, didDisconnectPeripheral: peripheral, error: error)
         }
     }
 #endif
