@@ -50,6 +50,11 @@ package final class FakeBlueZ {
     package static let controlPath = "/com/xtalk/FakeBlueZ"
     package static let controlInterface = "com.xtalk.FakeBlueZ1"
 
+    /// A device's object path, as BlueZ names it: `<adapter>/dev_C0_FF_EE_00_00_01`.
+    nonisolated package static func devicePath(_ address: String, adapterPath: String = "/org/bluez/hci0") -> String {
+        adapterPath + "/dev_" + address.replacingOccurrences(of: ":", with: "_")
+    }
+
     /// How long the controller takes to start or stop scanning: BlueZ answers
     /// StartDiscovery and StopDiscovery after it.
     package var controllerDelay: Duration = .milliseconds(10)
@@ -1160,7 +1165,7 @@ final class FakeDevice {
         self.rssi = rssi
     }
 
-    var path: String { adapterPath + "/dev_" + address.replacingOccurrences(of: ":", with: "_") }
+    var path: String { FakeBlueZ.devicePath(address, adapterPath: adapterPath) }
 
     var properties: [String: DBusValue] {
         var properties: [String: DBusValue] = [

@@ -201,15 +201,14 @@ enum BlueZRow {
     /// Returns once BlueZ on `bus` says the benchmark's device is not connected (at most 10 s).
     @MainActor
     private static func waitUntilDisconnected(bus: String) async throws(CLIError) {
-        let address = deviceAddress
+        let path = FakeBlueZ.devicePath(deviceAddress)
         let control = try await openControl(bus: bus)
         defer { control.close() }
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             let reply = await withCheckedContinuation { continuation in
                 control.call(
-                    destination: "org.bluez",
-                    path: "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_"),
+                    destination: "org.bluez", path: path,
                     interface: "org.freedesktop.DBus.Properties", member: "Get",
                     body: [.string("org.bluez.Device1"), .string("Connected")]
                 ) { continuation.resume(returning: $0) }
