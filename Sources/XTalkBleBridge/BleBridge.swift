@@ -21,8 +21,11 @@ package final class BleBridge {
     package let settings: BridgeDeviceMachine.Settings
     /// How long `enumerate` scans before it answers.
     package var enumerateWindow: Duration = .seconds(1)
-    /// How long a call waits for Bluetooth's first state (or the end of a reset).
-    package var stateWait: Duration = .seconds(10)
+    /// How long a call waits for Bluetooth's first state (or the end of a
+    /// reset): on iOS the state stays unknown while the permission prompt is
+    /// open, and a user may take a while to answer it (as long as the
+    /// pairing dialog's 30 s).
+    package var stateWait: Duration = .seconds(30)
 
     private var machines: [UUID: BridgeDeviceMachine] = [:]
     private var timers: [UUID: [BridgeTimer: TimerToken]] = [:]
@@ -122,15 +125,36 @@ package final class BleBridge {
         if more { pump(id) }
     }
 
+    /// `receive(uuid)`. Older transports of the JavaScript SDK call
+    /// `receive()` with no id (its type has `uuid?`): then the one connected
+    /// device is meant, and with none or several the call is 720.
     package func receive(uuid: String, _ completion: @escaping Completion) {
-        guard let id = deviceID(uuid) else {
-            return completion(.failure(BridgeError(.deviceDisconnected, "\"\(uuid)\" is not a device id")))
+        guard let id = uuid.isEmpty ? onlyReadyDevice() : deviceID(uuid) else {
+            guard uuid.isEmpty else {
+                return completion(.failure(BridgeError(.deviceDisconnected, "\"\(uuid)\" is not a device id")))
+            }
+            // Not known yet while Bluetooth's state is not: then ask again once it is.
+            guard usable else { return whenUsable(completion) { [self] in receive(uuid: uuid, completion) } }
+            let ready = machines.values.filter(\.isReady).count
+            return completion(
+                .failure(
+                    BridgeError(
+                        .deviceDisconnected,
+                        ready == 0
+                            ? "receive() named no device, and none is connected"
+                            : "receive() named no device, and \(ready) are connected: name one")))
         }
         guard usable else {
             return whenUsable(completion) { [self] in receive(uuid: uuid, completion) }
         }
         let request = register(completion)
         update(id) { $0.receive(request) }
+    }
+
+    /// The device a `receive()` without an id means: the only one connected.
+    private func onlyReadyDevice() -> UUID? {
+        let ready = machines.filter { $0.value.isReady }
+        return ready.count == 1 ? ready.first?.key : nil
     }
 
     /// Bluetooth is on and the bridge asked for it.
@@ -392,7 +416,8 @@ package final class BleBridge {
     }
 
     /// Runs `work` once Bluetooth is on; answers 721/701/722 when it is off,
-    /// not allowed or not there; waits (bounded) while its state is not known yet.
+    /// not allowed or not there; waits while its state is not known yet, up
+    /// to `stateWait`, then answers 713.
     private func whenUsable(_ completion: @escaping Completion, _ work: @escaping @MainActor () -> Void) {
         activateIfNeeded()
         switch backend.state {
@@ -406,9 +431,10 @@ package final class BleBridge {
             stateTimer = backend.scheduler.schedule(after: stateWait) { [weak self] in
                 guard let self else { return }
                 self.stateTimer = nil
+                // A timeout (713), not "powered off": nothing says Bluetooth is off.
                 self.failStateWaiters(
                     BridgeError(
-                        .poweredOff,
+                        .timeout,
                         "Bluetooth's state was still not known after \(self.stateWait) "
                             + "(is the Bluetooth permission prompt still open?)"))
             }

@@ -121,6 +121,23 @@ test('V1: 64-byte packets out, chunked receives back, unchanged and in order', a
   await finish(host, abandoned);
 });
 
+test('an older transport: receive() with no uuid reads the one connected device', async function () {
+  // Older hd-transport-lowlevel versions call `this.plugin.receive()` (the type says `uuid?: string`).
+  const { host, plugin, uuid } = await connected(['--mtu', '23']);
+  const abandoned = [];
+  const packets = v1Packets(bytesHex(100, 9));
+  for (const packet of packets) {
+    await plugin.send(uuid, packet);
+  }
+  assert.equal(await receiveBytes(plugin, undefined, packets.length * 64, abandoned), packets.join(''));
+  await plugin.disconnect(uuid);
+  await assert.rejects(plugin.receive(), function (error) {
+    assert.equal(error.code, 720);
+    return true;
+  });
+  await finish(host, abandoned);
+});
+
 test('V2: frames of up to 2048 bytes cut at the capacity, one send per piece', async function () {
   const { host, plugin, uuid } = await connected(['--mtu', '247']);
   const abandoned = [];

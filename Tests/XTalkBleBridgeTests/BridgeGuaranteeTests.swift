@@ -315,17 +315,34 @@ struct BridgeLifecycleTests {
     }
 
     /// While the state is not known (a permission prompt still open, a stack
-    /// restarting), a call waits for it, bounded, and then says why it failed.
+    /// restarting), a call waits for it, bounded, and then says why it failed:
+    /// a timeout (713), not "powered off" (721), which would send the user to
+    /// turn on a Bluetooth that may well be on.
     @Test func aStateThatStaysUnknownAnswersAfterItsWait() async {
         let rig = BridgeRig()
         rig.environment.setBluetoothState(.resetting)
         let parked = rig.request("enumerate")
-        await rig.clock.advance(by: .seconds(9))
+        await rig.clock.advance(by: .seconds(29))
         #expect(rig.reply(to: parked) == nil, "still waiting for Bluetooth's state")
         let reply = await rig.await(parked)
-        #expect(reply?.code == 721)
+        #expect(reply?.code == 713)
         #expect(reply?.line.contains("permission prompt") == true, "\(reply?.line ?? "no reply")")
         #expect(rig.bridge.pendingRequestCount == 0)
+    }
+
+    /// A user who reads the permission prompt before answering it (12 s
+    /// here): the call made meanwhile goes on once Bluetooth is allowed.
+    @Test func aSlowAnswerToThePermissionPromptStillCounts() async throws {
+        let rig = BridgeRig()
+        rig.environment.authorization = .notDetermined
+        _ = rig.request("init")
+        let parked = rig.request("enumerate")
+        await rig.clock.advance(by: .seconds(12))
+        #expect(rig.reply(to: parked) == nil, "waiting for the user")
+        rig.environment.answerPermissionPrompt(allow: true)
+        let reply = try #require(await rig.await(parked))
+        let devices = try #require(reply.result as? [[String: Any]], "\(reply.line)")
+        #expect(devices.count == 1)
     }
 
     /// Seed 004: "Handle denied, restricted and powered-off states before
@@ -411,6 +428,35 @@ struct BridgeLifecycleTests {
         #expect(await rig.call("send", "{\"uuid\":\"\(ids[1])\",\"data\":\"0b\"}")?.isNull == true)
         #expect(await rig.call("receive", "{\"uuid\":\"\(ids[1])\"}")?.hex == "0b")
         #expect(await rig.call("receive", "{\"uuid\":\"\(ids[0])\"}")?.hex == "0a")
+    }
+
+    /// Older transports of the JavaScript SDK call `receive()` with no id
+    /// (its type says `receive: (uuid?: string)`): the one connected device is
+    /// meant. With none or two connected, the call says so (720) and takes
+    /// no device's chunk.
+    @Test func aReceiveWithoutAnIdReadsTheOneConnectedDevice() async throws {
+        let rig = BridgeRig(devices: [.oneKeyEcho(name: "A"), .oneKeyEcho(name: "B")])
+        _ = rig.request("init")
+        _ = try #require(await rig.call("enumerate"))
+        let ids = rig.environment.peripherals.map(\.id.uuidString)
+        let none = await rig.call("receive")
+        #expect(none?.code == 720, "\(none?.line ?? "no reply")")
+        #expect(none?.error?.message.contains("none is connected") == true, "\(none?.line ?? "no reply")")
+        #expect(await rig.call("connect", "{\"uuid\":\"\(ids[0])\"}")?.isNull == true)
+        #expect(await rig.call("send", "{\"uuid\":\"\(ids[0])\",\"data\":\"0a\"}")?.isNull == true)
+        #expect(await rig.call("receive")?.hex == "0a")
+        // `uuid: null` is no id too; this receive waits for the device's next chunk.
+        let parked = rig.request("receive", "{\"uuid\":null}")
+        #expect(await rig.call("send", "{\"uuid\":\"\(ids[0])\",\"data\":\"0b\"}")?.isNull == true)
+        #expect(await rig.await(parked)?.hex == "0b")
+        // Two connected: which one is not for the bridge to guess.
+        #expect(await rig.call("connect", "{\"uuid\":\"\(ids[1])\"}")?.isNull == true)
+        #expect(await rig.call("send", "{\"uuid\":\"\(ids[0])\",\"data\":\"0c\"}")?.isNull == true)
+        let two = await rig.call("receive")
+        #expect(two?.code == 720, "\(two?.line ?? "no reply")")
+        #expect(two?.error?.message.contains("2 are connected") == true, "\(two?.line ?? "no reply")")
+        #expect(await rig.call("receive", "{\"uuid\":\"\(ids[0])\"}")?.hex == "0c", "the chunk is still there")
+        #expect(rig.bridge.pendingRequestCount == 0)
     }
 
     /// A page that names ever new ids (`receive`, `send` or `disconnect` of
