@@ -149,6 +149,9 @@ struct AtChannelTests {
         await harness.advance(.seconds(1))
         #expect(harness.peripheral.hostBytesDelivered == before, "nothing was written")
         #expect(try await harness.run { try await harness.client.runAtCommand("AT") } == ["OK"])
+        // The largest timeout is positive, so valid: it waits for the answer as any other.
+        #expect(try await harness.run { try await harness.client.runAtCommand("AT", timeoutMs: .max) } == ["OK"])
+        try await harness.run { try await harness.client.sendRfPayload(Data([1]), timeoutMs: .max) }
         await harness.finish()
     }
 

@@ -162,6 +162,11 @@ struct VirtualClockTests {
         let scheduler = ClockTimerScheduler(clock: ContinuousClock())
         var log: [String] = []
         var finishedAt: Duration?
+        // The largest timeout the API takes (`timeoutMs: .max`, 292 million
+        // years) is further than a dispatch deadline holds: armed first, it
+        // must neither crash nor fire.
+        let never = scheduler.schedule(after: .milliseconds(Int.max)) { log.append("never") }
+        defer { scheduler.cancel(never) }
         // Armed first, far away: every timer below is earlier and must move the wake-up.
         let late = scheduler.schedule(after: .seconds(10)) { log.append("late") }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -244,9 +244,17 @@ private final class MainQueueTimer: @unchecked Sendable {
 
     func arm(after delay: Duration) {
         let (seconds, attoseconds) = max(delay, .zero).components
+        // A delay of a century or more (the API takes `timeoutMs: .max`) is
+        // never: beyond about 292 years the nanoseconds would not fit at all.
+        guard seconds < Self.never else {
+            return source.schedule(deadline: .distantFuture, repeating: .never, leeway: .nanoseconds(0))
+        }
         let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         source.schedule(deadline: .now() + .nanoseconds(Int(nanoseconds)), repeating: .never, leeway: .nanoseconds(0))
     }
+
+    /// A century, in seconds.
+    private static let never: Int64 = 100 * 365 * 24 * 3_600
 
     deinit {
         // Only cancelled: its handler holds this timer weakly, and replacing the
