@@ -305,7 +305,7 @@ package final class FakeBlueZ {
             guard let self, device.connected else { return }
             // Rediscovered: the services that stayed keep their objects (and state).
             let kept = device.services
-            device.buildGatt(mtu: self.radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
+            device.buildGatt(mtu: self.attMTU(of: device))
             device.services = device.services.map { fresh in kept.first { $0.path == fresh.path } ?? fresh }
             self.exportServices(device)
         }
@@ -483,9 +483,14 @@ package final class FakeBlueZ {
         changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(true)])
     }
 
+    /// The link's ATT MTU, as bluetoothd reports it (up to 517, its default request).
+    private func attMTU(of device: FakeDevice) -> Int {
+        environment.peripheral(id: device.id)?.attMTU ?? 23
+    }
+
     /// The device's GATT objects, as discovered on this link (those not exported yet).
     private func exportGatt(_ device: FakeDevice) {
-        device.buildGatt(mtu: radio.maximumWriteValueLength(for: .withoutResponse, of: device.id) + 3)
+        device.buildGatt(mtu: attMTU(of: device))
         exportServices(device)
     }
 
@@ -832,7 +837,7 @@ package final class FakeBlueZ {
                 guard flags.contains(.writeWithoutResponse) else {
                     return reply(error: "org.bluez.Error.NotSupported", "Operation is not supported", to: call)
                 }
-                guard value.count <= characteristic.mtu - 3 else {
+                guard value.count <= BleAttribute.packetPayload(mtu: characteristic.mtu) else {
                     return reply(error: "org.bluez.Error.InvalidValueLength", "Invalid Length", to: call)
                 }
                 characteristic.commands.append((value, call))
@@ -841,7 +846,7 @@ package final class FakeBlueZ {
                 guard flags.contains(.write) else {
                     return reply(error: "org.bluez.Error.NotPermitted", "Write not permitted", to: call)
                 }
-                guard value.count <= 512 else {
+                guard value.count <= BleAttribute.maximumValueLength else {
                     return reply(error: "org.bluez.Error.InvalidValueLength", "Invalid Length", to: call)
                 }
                 characteristic.writeCalls.append(call)
@@ -934,9 +939,12 @@ package final class FakeBlueZ {
         do {
             socket = try FakeWriteSocket(
                 sendBuffer: writeSocketSendBuffer,
-                onPacket: { [weak self, weak device, weak characteristic] packet in
+                onPacket: { [weak self, weak device, weak characteristic] whole in
                     guard let self, let device, let characteristic else { return }
                     self.socketPacketCount += 1
+                    // bluetoothd reads each packet into a 512-byte buffer
+                    // (sock_read in src/gatt-client.c): the rest of a longer one is lost.
+                    let packet = whole.prefix(BleAttribute.maximumValueLength)
                     // A packet longer than the ATT MTU allows is dropped, as BlueZ's ATT layer refuses it.
                     guard packet.count <= characteristic.mtu - 3 else { return }
                     characteristic.commands.append((packet, nil))

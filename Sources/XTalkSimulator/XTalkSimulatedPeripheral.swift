@@ -122,6 +122,9 @@ public final class XTalkSimulatedPeripheral {
     /// When the current connection was established (nil without one).
     package var connectedSince: Duration? { link?.connectedAt }
 
+    /// The ATT MTU of the link (23 until the exchange; nil without a link).
+    package var attMTU: Int? { link?.mtu }
+
     /// How many connections this device accepted so far.
     public var connections: Int { connectionCount }
 

@@ -72,6 +72,27 @@ struct BlueZWriteSocketTests {
         client.teardown()
     }
 
+    /// BlueZ asks for an ATT MTU of 517 by default, but no attribute value is
+    /// longer than 512 bytes, and bluetoothd reads each AcquireWrite packet
+    /// into 512 bytes: a packet of MTU − 3 = 514 would lose its last two. A
+    /// long line goes in packets of at most 512, and every byte arrives.
+    @Test("at MTU 517 a packet carries at most 512 bytes, and a long line arrives whole")
+    func mtu517() async throws {
+        var device = BlueZRig.device()
+        device.link.mtu = 517
+        let rig = try await BlueZRig.start(devices: [device])
+        defer { rig.stop() }
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        let before = rig.peripheral.hostBytesDelivered
+        let command = "AT+" + String(repeating: "X", count: 700)  // no such command: the radio answers ERROR
+        #expect(try await client.runAtCommand(command) == ["ERROR"])
+        #expect(rig.peripheral.hostBytesDelivered - before == command.utf8.count + 2, "every byte and CR LF")
+        #expect(try await client.runAtCommand("AT+PING=after") == ["+PING:after", "OK"])
+        #expect(rig.fake.callCounts["WriteValue"] == nil)
+        client.teardown()
+    }
+
     /// At MTU 23 a 240-byte RF send is some 25 packets; a socket with the
     /// smallest send buffer holds a few (and the fake stops reading while the
     /// radio is behind): writes wait for room, then every byte arrives, in order.

@@ -60,6 +60,19 @@ package struct BleCharacteristicProperties: OptionSet, Sendable, Hashable {
     package static let indicate = BleCharacteristicProperties(rawValue: 0x20)
 }
 
+/// ATT's limits on one value.
+package enum BleAttribute {
+    /// The longest attribute value (Bluetooth Core, Vol 3, Part F, 3.2.9).
+    package static let maximumValueLength = 512
+
+    /// The most one packet (a write without response, a notification) carries
+    /// at `mtu`: MTU − 3, and never more than an attribute value (an MTU of
+    /// 517, BlueZ's default request, would otherwise allow 514).
+    package static func packetPayload(mtu: Int) -> Int {
+        min(mtu - 3, maximumValueLength)
+    }
+}
+
 package enum BleWriteType: Sendable, Hashable {
     case withResponse
     case withoutResponse

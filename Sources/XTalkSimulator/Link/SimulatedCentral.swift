@@ -12,7 +12,7 @@ import XTalkBleSdk
 /// - Every event arrives later through `eventHandler`, never during a call.
 /// - After a connection ends, nothing more arrives for it.
 /// - Writes without response beyond the flow-control credits are dropped;
-///   `maximumWriteValueLength` is MTU − 3 without response, 512 with.
+///   `maximumWriteValueLength` is MTU − 3 (at most 512) without response, 512 with.
 @MainActor
 package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
     package var eventHandler: (@MainActor (BleBackendEvent) -> Void)?
@@ -337,7 +337,7 @@ package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
                 }
                 return
             }
-            guard data.count <= 512 else {
+            guard data.count <= BleAttribute.maximumValueLength else {
                 link.after(link.procedureDelay) { [weak peripheral] in
                     peripheral?.post(
                         .writeCompleted(
@@ -358,8 +358,8 @@ package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
     package func maximumWriteValueLength(for type: BleWriteType, of id: UUID) -> Int {
         guard state == .poweredOn, let link = environment.peripheral(id: id)?.link else { return 0 }
         switch type {
-        case .withoutResponse: return link.mtu - 3
-        case .withResponse: return 512
+        case .withoutResponse: return BleAttribute.packetPayload(mtu: link.mtu)
+        case .withResponse: return BleAttribute.maximumValueLength
         }
     }
 }

@@ -131,7 +131,8 @@ final class SimulatedLink {
     /// A write without response: accepted while there is a credit, otherwise
     /// dropped, as CoreBluetooth's delivery is best-effort then.
     func writeWithoutResponse(_ data: Data) -> WriteOutcome {
-        guard data.count <= mtu - 3 else { return .dropped("longer than MTU - 3 (\(mtu - 3))") }
+        let limit = BleAttribute.packetPayload(mtu: mtu)
+        guard data.count <= limit else { return .dropped("longer than one packet carries (\(limit) bytes)") }
         guard credits > 0 else { return .dropped("no write-without-response credit left") }
         credits -= 1
         if readyFlagStuck {
@@ -149,7 +150,7 @@ final class SimulatedLink {
     /// and are acknowledged after the last one reaches the device.
     func writeWithResponse(_ data: Data, characteristic: BleCharacteristicRef) {
         guard !isLost else { return }  // never acknowledged
-        let size = mtu - 3
+        let size = BleAttribute.packetPayload(mtu: mtu)
         var offset = 0
         let bytes = Array(data)
         repeat {
@@ -296,7 +297,7 @@ final class SimulatedLink {
 
     private func notificationSize(available: Int) -> Int {
         let toEdge = packetEdges.first.map { $0 - deviceBytesDelivered } ?? available
-        let maximum = max(1, min(available, mtu - 3, toEdge))
+        let maximum = max(1, min(available, BleAttribute.packetPayload(mtu: mtu), toEdge))
         switch configuration.notificationSplit {
         case .packed: return maximum
         case .singleBytes: return 1

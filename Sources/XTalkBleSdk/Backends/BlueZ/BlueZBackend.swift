@@ -1153,8 +1153,8 @@ package final class BlueZBackend: BleBackend {
 
     package func maximumWriteValueLength(for type: BleWriteType, of peripheral: UUID) -> Int {
         guard connectedPath(peripheral) != nil, let connection = connections[peripheral] else { return 0 }
-        if type == .withResponse { return 512 }  // a long write
-        return connection.mtu - 3
+        if type == .withResponse { return BleAttribute.maximumValueLength }  // a long write
+        return BleAttribute.packetPayload(mtu: connection.mtu)
     }
 
     /// A characteristic's object path on a connected device (cached at connection).
