@@ -71,13 +71,36 @@ struct AtChannelTests {
         _ = harness.client.observePassthroughRaw { raw.append($0) }
         harness.peripheral.emitRawBytes(Array("+PAR".utf8).map { $0 ^ 0x5A })
         await harness.advance(.milliseconds(50))
-        harness.client.setAtEncoding(.xor)
+        harness.client.setAtEncoding(.plain)  // a switch discards the partial line…
+        harness.client.setAtEncoding(.xor)  // …and back, the device's own again
         harness.peripheral.emitLine("TIAL")
         harness.peripheral.emitLine("+READY")
         await harness.advance(.milliseconds(50))
         // "TIAL" is the end of the discarded line, not a line of its own.
         #expect(harness.atLines == ["+READY"])
         #expect(raw == [Data(Array("TIAL\r\n".utf8).map { $0 ^ 0x5A })])
+        await harness.finish()
+    }
+
+    /// The encoding already in use is no switch: a `+DI:` line half received
+    /// when the app sets it again (seed 002 does, after authenticating) is
+    /// completed and delivered, not cut into raw bytes.
+    @Test("setAtEncoding with the encoding in use keeps a partial line")
+    func sameEncodingKeepsPartialLine() async {
+        let harness = ClientHarness()
+        await harness.connect()
+        var raw: [Data] = []
+        var payloads: [Data] = []
+        _ = harness.client.observePassthroughRaw { raw.append($0) }
+        harness.client.onEvent = { event in if case .diPayload(let data, _) = event { payloads.append(data) } }
+        let line = Array("+DI:cnt=1,len=2,data=ABCD\r\n".utf8).map { $0 ^ 0x5A }
+        harness.peripheral.emitRawBytes(Array(line[..<12]))
+        await harness.advance(.milliseconds(50))
+        harness.client.setAtEncoding(.xor)
+        harness.peripheral.emitRawBytes(Array(line[12...]))
+        await harness.advance(.milliseconds(50))
+        #expect(payloads == [Data([0xAB, 0xCD])])
+        #expect(raw.isEmpty)
         await harness.finish()
     }
 

@@ -209,6 +209,40 @@ struct SeedSessionTests {
         #expect(outcome.encoding == .plain)
     }
 
+    /// Seed 002's session sets the encoding the authenticator found, which is
+    /// the one in use, while radio frames keep arriving: no frame is lost to
+    /// it, whatever the moment (a partial `+DI:` line stays, as it is no
+    /// switch). Each offset puts the call at another point of a frame.
+    @Test(
+        "radio frames during seed 002's authentication: every frame reaches receivedPayloads",
+        arguments: [0, 3, 7, 11, 13, 17, 19, 23])
+    func framesDuringAuthentication(offset: Int) async throws {
+        let (clock, environment, session) = await Self.sessionOnSimulator()
+        let peripheral = environment.peripherals[0]
+        func advance(until condition: () -> Bool) async {
+            for _ in 0..<4_000 where !condition() { await clock.advance(by: .milliseconds(1)) }
+        }
+        session.startScan()
+        await advance(until: { !session.ble.scanResults.isEmpty })
+        session.connect(session.ble.scanResults[0])
+        await advance(until: { session.ble.atReady })
+        var raw = 0
+        session.ble.onEvent = { event in if case .passthroughRaw = event { raw += 1 } }
+        peripheral.startRadioTraffic(every: .milliseconds(10), payloadSize: 240)
+        await clock.advance(by: .milliseconds(offset))
+        session.authenticateConnectedDevice()
+        await advance(until: { session.authenticatedIdentity != nil || session.lastError != nil })
+        #expect(session.authenticatedIdentity != nil, "\(String(describing: session.lastError))")
+        await clock.advance(by: .milliseconds(300))
+        peripheral.stopRadioTraffic()
+        await clock.advance(by: .milliseconds(300))
+        let sent = peripheral.record.emissions.filter { $0.output.kind == .radioFrame && $0.deliveredWhole }
+        #expect(sent.count >= 30, "the 300 ms after authenticating alone bring 30")
+        #expect(session.receivedPayloads.count == sent.count, "\(sent.count) frames reached the phone")
+        #expect(raw == 0, "no frame's tail turned into raw bytes")
+        session.close()
+    }
+
     @Test("Bluetooth off: Scan tapped twice sets lastError both times (issue 14)")
     func scanRetryWhileOff() async {
         let clock = XTalkVirtualClock()

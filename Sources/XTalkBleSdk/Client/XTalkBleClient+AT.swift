@@ -26,6 +26,7 @@ extension XTalkBleClient {
 
     /// Sets the AT encoding for writes and reads and resets the text decode
     /// buffer (a partial line is discarded). Switch between transactions only.
+    /// The encoding already in use is no switch: nothing is discarded.
     /// `atEncoding` publishes the requested encoding at once; on the wire the
     /// switch happens between operations: asked for while a command or RF send
     /// owns the wire, it waits until that operation ends, so that its reply is

@@ -591,12 +591,16 @@ struct AtChannelStateMachine {
     /// transaction" broken, e.g. by an authentication started next to an app
     /// command), the switch waits until that operation ends, so that its reply
     /// is decoded as its command was encoded and no byte of it is discarded.
+    /// The encoding already in effect is no switch: the partial line stays
+    /// (seed 002 sets the encoding the authenticator found, usually the one
+    /// in use, while radio frames may be arriving).
     mutating func setEncoding(_ encoding: XTalkAtEncoding) {
         switch state {
         case .transaction, .isolation:
-            pendingEncoding = encoding
+            pendingEncoding = encoding == framer.encoding ? nil : encoding
         case .idle, .draining, .closed:
             pendingEncoding = nil
+            guard encoding != framer.encoding else { return }
             framer.reset(encoding: encoding)
             staleLines.framerReset()
         case .modifying: Self.modifyingEscaped()
