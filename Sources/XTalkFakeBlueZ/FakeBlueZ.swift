@@ -34,7 +34,8 @@ import XTalkSimulator
 /// adapter (`addIdleAdapter`), bluetoothd gone and back (`stop`/`restart`:
 /// the devices once connected are known again, as from BlueZ's storage), any method
 /// failing once with any error (`failNext`: `InProgress`, `NotPermitted`, …),
-/// `ServicesResolved` never arriving (`holdsServicesResolved`), an acquired
+/// `ServicesResolved` never arriving (`holdsServicesResolved`) or before the
+/// objects (`resolvesBeforeExporting`), an acquired
 /// write socket hung up while the link stays (`hangUpWriteSockets`). The
 /// radio's own knobs are the simulator's (`environment.peripherals`).
 ///
@@ -88,6 +89,10 @@ package final class FakeBlueZ {
     package var gattCleanupLead: Duration = .milliseconds(100)
     /// When true, connections never report `ServicesResolved` (nor answer `Connect`).
     package var holdsServicesResolved = false
+    /// When true, a link that discovers the device's GATT objects (its first,
+    /// with BlueZ's cache) reports `ServicesResolved` before exporting them,
+    /// as bluetoothd's flush order can (bluez/bluez#1489).
+    package var resolvesBeforeExporting = false
     /// Calls BlueZ answered, by member (for tests: e.g. how often Connect was retried).
     package private(set) var callCounts: [String: Int] = [:]
     /// Packets received on AcquireWrite sockets (for tests: which way writes came).
@@ -477,10 +482,11 @@ package final class FakeBlueZ {
     /// objects across links, its default `Cache = always`), then ServicesResolved.
     private func servicesResolved(_ device: FakeDevice) {
         guard device.connected, !device.resolved else { return }
-        exportGatt(device)
+        if !resolvesBeforeExporting || holdsServicesResolved { exportGatt(device) }
         guard !holdsServicesResolved else { return }
         device.resolved = true
         changed(device.path, "org.bluez.Device1", ["ServicesResolved": .boolean(true)])
+        if resolvesBeforeExporting { exportGatt(device) }
     }
 
     /// The link's ATT MTU, as bluetoothd reports it (up to 517, its default request).

@@ -53,6 +53,30 @@ struct BlueZFaultTests {
     /// BlueZ ends the links before it reports the adapter off (Connected=false,
     /// then Powered=false): the app sees `.disconnected`, and the next scan
     /// fails with `.bluetoothUnavailable` and a reason that says how to fix it.
+    /// On a device's first connection bluetoothd can report ServicesResolved
+    /// before the GATT objects reach the bus (bluez/bluez#1489: the device's
+    /// change and the objects go out in one flush, the device's first). The
+    /// client still connects, at the link's MTU, and the next link too.
+    @Test("ServicesResolved before the GATT objects: the client waits for them and connects")
+    func servicesResolvedBeforeTheObjects() async throws {
+        var device = BlueZRig.device()
+        device.link.mtu = 247
+        let rig = try await BlueZRig.start(devices: [device])
+        defer { rig.stop() }
+        rig.fake.resolvesBeforeExporting = true
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=first") == ["+PING:first", "OK"])
+        let before = rig.fake.socketPacketCount
+        try await client.sendRfPayload(Data((0..<240).map { UInt8($0) }))
+        #expect(rig.fake.socketPacketCount - before <= 3, "written at MTU 247, not 20 bytes at a time")
+        client.disconnect()
+        #expect(await eventually { !rig.fake.isConnected(address: "C0:FF:EE:00:00:01") })
+        _ = try await client.connectFirstDevice(rig: rig)  // the next link: the objects are there already
+        #expect(try await client.runAtCommand("AT+PING=next") == ["+PING:next", "OK"])
+        client.teardown()
+    }
+
     @Test("the adapter powered off: the link ends, scanning fails with a reason; powered on again, it works")
     func adapterOff() async throws {
         let rig = try await BlueZRig.start()

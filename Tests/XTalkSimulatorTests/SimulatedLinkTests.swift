@@ -275,9 +275,11 @@ struct SimulatedLinkTests {
         probe.finish()
     }
 
-    @Test("MTU is clamped to 23…517")
+    /// MTU − 3 per packet, but never more than an attribute value (512): at
+    /// MTU 516 and 517 one packet would otherwise carry 513 or 514 bytes.
+    @Test("MTU is clamped to 23…517; a packet carries at most 512 bytes")
     func mtuBounds() async {
-        for (configured, expected) in [(10, 20), (23, 20), (517, 514), (600, 514)] {
+        for (configured, expected) in [(10, 20), (23, 20), (247, 244), (515, 512), (517, 512), (600, 512)] {
             var device = XTalkSimulatedDevice()
             device.link.mtu = configured
             let probe = CentralProbe(devices: [device])

@@ -76,6 +76,11 @@ package final class BlueZBackend: BleBackend {
     /// itself (bluetoothd reports the ATT channel's close and the
     /// controller's disconnection within milliseconds of each other).
     static let serviceChangeGrace: Duration = .milliseconds(250)
+    /// ServicesResolved came before any of the device's GATT objects (see
+    /// `Connection.objectsWait`): how long to wait for them at most, and how
+    /// long after the last one arrived they are taken as complete.
+    static let objectsWaitLimit: Duration = .seconds(1)
+    static let objectsSettle: Duration = .milliseconds(50)
     /// How long bluetoothd may go without an adapter before Bluetooth is `.unsupported`.
     static let adapterWaitLimit: Duration = .seconds(3)
     /// How often a missing system bus is looked for again.
@@ -110,6 +115,20 @@ package final class BlueZBackend: BleBackend {
         var subscribed = false
         /// The inherited link turned out to be going; nil: not relinking.
         var relink: Relink?
+        /// ServicesResolved=true came while none of the device's GATT objects
+        /// was on the bus. On a device's first connection bluetoothd sends the
+        /// device's changed UUIDs and the objects in one flush, the device's
+        /// change first, and ServicesResolved can join it (bluez/bluez#1489,
+        /// hbldh/bleak#1806). `.connected` waits for the objects.
+        var objectsWait: ObjectsWait?
+    }
+
+    /// A wait for a device's GATT objects: over once none has arrived for
+    /// `objectsSettle`, or at `objectsWaitLimit` (then discovery says what is missing).
+    private struct ObjectsWait {
+        let deadline: Duration
+        var timer: TimerToken?
+        var over = false
     }
 
     /// Another client (another process) disconnected the device a moment ago:
@@ -423,6 +442,7 @@ package final class BlueZBackend: BleBackend {
         case (BlueZInterface.objectManager, "InterfacesAdded"):
             guard message.body.count == 2, let object = message.body[0].stringValue else { return }
             tree.add(path: object, interfaces: message.body[1])
+            objectArrived(object)
             if message.body[1].dictionaryEntries?.contains(where: { $0.key.stringValue == BlueZInterface.adapter })
                 == true
             {
@@ -742,6 +762,10 @@ package final class BlueZBackend: BleBackend {
             let properties = tree.properties(connection.path, BlueZInterface.device),
             properties["Connected"]?.boolValue == true, properties["ServicesResolved"]?.boolValue == true
         else { return }
+        if connection.objectsWait?.over != true, tree.services(of: connection.path).isEmpty {
+            if connection.objectsWait == nil { waitForObjects(peripheral, generation: connection.generation) }
+            return
+        }
         connections[peripheral]?.reported = true
         resolvePaths(peripheral, connection)
         guard let relink = connection.relink else { return emit(.connected(peripheral: peripheral)) }
@@ -751,6 +775,32 @@ package final class BlueZBackend: BleBackend {
         connections[peripheral]?.servicesChanged = false  // the held link's objects went with it
         if !connection.reported { emit(.connected(peripheral: peripheral)) }
         for characteristic in relink.subscriptions { setNotifyValue(true, for: characteristic, of: peripheral) }
+    }
+
+    /// Starts the wait for the device's GATT objects (see `Connection.objectsWait`).
+    private func waitForObjects(_ peripheral: UUID, generation: UInt64) {
+        connections[peripheral]?.objectsWait = ObjectsWait(deadline: scheduler.elapsed + Self.objectsWaitLimit)
+        armObjectsWait(peripheral, generation: generation, after: Self.objectsWaitLimit)
+    }
+
+    /// An object of `path`'s device arrived: the wait ends once they stop coming.
+    private func objectArrived(_ path: String) {
+        for (id, connection) in connections
+        where connection.objectsWait.map({ !$0.over }) == true && path.hasPrefix(connection.path + "/") {
+            guard let deadline = connection.objectsWait?.deadline else { continue }
+            let delay = min(Self.objectsSettle, max(.zero, deadline - scheduler.elapsed))
+            armObjectsWait(id, generation: connection.generation, after: delay)
+        }
+    }
+
+    private func armObjectsWait(_ peripheral: UUID, generation: UInt64, after delay: Duration) {
+        if let timer = connections[peripheral]?.objectsWait?.timer { scheduler.cancel(timer) }
+        connections[peripheral]?.objectsWait?.timer = scheduler.schedule(after: delay) { [weak self] in
+            guard let self, self.connections[peripheral]?.generation == generation else { return }
+            self.connections[peripheral]?.objectsWait?.timer = nil
+            self.connections[peripheral]?.objectsWait?.over = true
+            self.checkConnected(peripheral)
+        }
     }
 
     /// The characteristics' object paths and the ATT MTU of the connection's link.
