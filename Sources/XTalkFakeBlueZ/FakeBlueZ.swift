@@ -107,6 +107,10 @@ package final class FakeBlueZ {
     /// system's, some hundreds of packets): small, a client meets a full
     /// socket within one send (a BlueZ that reads slowly).
     package var writeSocketSendBuffer: Int?
+    /// BlueZ 5.50: AcquireWrite hands out a pipe, not a socket pair, and
+    /// bluetoothd notices the client closing it a moment later (its main
+    /// loop's next turn; 50 ms here), refusing WriteValue until then.
+    package var writeSocketsArePipes = false
     /// AcquireWrite sockets open now (for tests: every one is closed after its link).
     package var openWriteSocketCount: Int {
         devices.values.reduce(0) { count, device in
@@ -944,7 +948,7 @@ package final class FakeBlueZ {
         let socket: FakeWriteSocket
         do {
             socket = try FakeWriteSocket(
-                sendBuffer: writeSocketSendBuffer,
+                sendBuffer: writeSocketSendBuffer, pipe: writeSocketsArePipes,
                 onPacket: { [weak self, weak device, weak characteristic] whole in
                     guard let self, let device, let characteristic else { return }
                     self.socketPacketCount += 1
@@ -962,7 +966,11 @@ package final class FakeBlueZ {
                 },
                 onRelease: { [weak self, weak characteristic] in
                     guard let self, let characteristic else { return }
-                    self.releaseWriteSocket(characteristic)
+                    guard self.writeSocketsArePipes else { return self.releaseWriteSocket(characteristic) }
+                    _ = self.radio.scheduler.schedule(after: .milliseconds(50)) { [weak self, weak characteristic] in
+                        guard let self, let characteristic else { return }
+                        self.releaseWriteSocket(characteristic)
+                    }
                 })
         } catch {
             return reply(error: "org.bluez.Error.Failed", "\(error)", to: call)

@@ -23,16 +23,23 @@ final class FakeWriteSocket: @unchecked Sendable {
     private let onPacket: @MainActor (Data) -> Void
     private let onRelease: @MainActor () -> Void
 
-    /// `onPacket` gets each packet; `onRelease` runs once when the client closed its end.
+    /// A pipe, as BlueZ 5.50 made (5.51 made a socket pair): reads with read(2).
+    private let isPipe: Bool
+
+    /// `onPacket` gets each packet; `onRelease` runs once when the client
+    /// closed its end. `pipe`: BlueZ 5.50's pipe instead of a socket pair
+    /// (it opened it with O_DIRECT, packets; send(2) fails on it either way).
     init(
-        sendBuffer: Int? = nil, onPacket: @escaping @MainActor (Data) -> Void,
+        sendBuffer: Int? = nil, pipe: Bool = false, onPacket: @escaping @MainActor (Data) -> Void,
         onRelease: @escaping @MainActor () -> Void
     ) throws {
         var ends: [Int32] = [-1, -1]
         let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-        guard socketpair(AF_UNIX, type, 0, &ends) == 0 else {
+        let made = pipe ? Self.makePipe(&ends) : socketpair(AF_UNIX, type, 0, &ends) == 0
+        guard made else {
             throw DBusError(name: "org.bluez.Error.Failed", message: String(cString: strerror(errno)))
         }
+        isPipe = pipe
         self.onPacket = onPacket
         self.onRelease = onRelease
         if var size = sendBuffer.map(Int32.init(clamping:)) {
@@ -55,6 +62,16 @@ final class FakeWriteSocket: @unchecked Sendable {
 
     deinit { hangUp() }
 
+    /// A non-blocking, close-on-exec pipe (pipe2 is not in Swift's Glibc).
+    private static func makePipe(_ ends: inout [Int32]) -> Bool {
+        guard pipe(&ends) == 0 else { return false }
+        for end in ends {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+        }
+        return true
+    }
+
     /// The client's end, once, for AcquireWrite's reply.
     func handOver() -> DBusFileDescriptor? {
         defer { clientEnd = nil }
@@ -72,7 +89,7 @@ final class FakeWriteSocket: @unchecked Sendable {
         guard let fd = end.rawValue, !closed else { return }
         var buffer = [UInt8](repeating: 0, count: 1_024)
         while !paused || evenIfPaused, !closed {
-            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            let count = isPipe ? read(fd, &buffer, buffer.count) : recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
             if count > 0 {
                 onPacket(Data(buffer[0..<count]))
             } else if count < 0, errno == EINTR {
@@ -107,7 +124,7 @@ final class FakeWriteSocket: @unchecked Sendable {
         clientEnd?.close()
         // At once: the descriptor itself closes only after the read source
         // let go of it, and a packet written meanwhile would be lost unread.
-        if let fd = end.rawValue { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+        if let fd = end.rawValue, !isPipe { _ = shutdown(fd, Int32(SHUT_RDWR)) }
         if let source {
             source.cancel()
             if paused { source.resume() }

@@ -138,6 +138,27 @@ struct BlueZWriteSocketTests {
         client.teardown()
     }
 
+    /// BlueZ 5.50 answers AcquireWrite with a pipe (5.51 made it a socket
+    /// pair), and send(2) fails on a pipe. The client lets it go and writes by
+    /// WriteValue, which bluetoothd refuses ("Write acquired") until it
+    /// notices the pipe closed: retried, never dropped.
+    @Test("BlueZ 5.50's pipe: the writes go by WriteValue once bluetoothd lets go, nothing lost")
+    func pipeOfBlueZ550() async throws {
+        let rig = try await BlueZRig.start()
+        defer { rig.stop() }
+        rig.fake.writeSocketsArePipes = true
+        let client = rig.client()
+        _ = try await client.connectFirstDevice(rig: rig)
+        #expect(try await client.runAtCommand("AT+PING=pipe") == ["+PING:pipe", "OK"])
+        let payload = Data((0..<240).map { UInt8($0 ^ 0x33) })
+        try await client.sendRfPayload(payload)
+        #expect(rig.peripheral.transmittedFrames == [payload])
+        #expect(rig.fake.callCounts["AcquireWrite"] == 1, "not acquired again on this link")
+        #expect((rig.fake.callCounts["WriteValue"] ?? 0) > 2)
+        #expect(rig.fake.socketPacketCount == 0)
+        client.teardown()
+    }
+
     /// A BlueZ that refuses AcquireWrite (e.g. an older one, or a lock held
     /// by another program): writes go by WriteValue, and BlueZ's InProgress
     /// on them is retried, never reported.

@@ -153,8 +153,13 @@ package final class BlueZBackend: BleBackend {
     private enum WriteSocketState {
         case acquiring
         case acquired(BlueZWriteSocket)
-        /// Not offered, refused, hung up or released: WriteValue for the rest of the connection.
+        /// Not offered or refused: WriteValue for the rest of the connection.
         case unavailable
+        /// Hung up, or let go by the backend (a with-response write; BlueZ
+        /// 5.50's pipe, on which send(2) fails): WriteValue for the rest of the
+        /// connection, and its "Write acquired" (NotPermitted) retried until
+        /// bluetoothd notices the descriptor closed.
+        case released
     }
 
     private let addresses: [DBusAddress]
@@ -1079,9 +1084,9 @@ package final class BlueZBackend: BleBackend {
         case .withResponse:
             var released = false
             if case .acquired? = connections[peripheral]?.writeSockets[path] {
-                connections[peripheral]?.writeSockets[path] = .unavailable  // closes it: BlueZ unlocks WriteValue
-                released = true
+                connections[peripheral]?.writeSockets[path] = .released  // closes it: BlueZ unlocks WriteValue
             }
+            if case .released? = connections[peripheral]?.writeSockets[path] { released = true }
             callRetrying(
                 peripheral, generation, path: path, member: "WriteValue",
                 body: [.bytes(data), .propertyMap(["type": .string("request")])],
@@ -1114,7 +1119,7 @@ package final class BlueZBackend: BleBackend {
                     return
                 case .hungUp:
                     // The packet is still first in line: it goes by WriteValue.
-                    connections[peripheral]?.writeSockets[next.path] = .unavailable
+                    connections[peripheral]?.writeSockets[next.path] = .released
                     continue
                 }
             case .acquiring?:
@@ -1122,7 +1127,7 @@ package final class BlueZBackend: BleBackend {
             case nil where offersWriteSocket(next.path):
                 acquireWriteSocket(peripheral, generation, path: next.path)
                 return
-            case nil, .unavailable?:
+            case nil, .unavailable?, .released?:
                 writeCommand(peripheral, generation, next)
                 return
             }
@@ -1179,9 +1184,12 @@ package final class BlueZBackend: BleBackend {
     /// One write without response by WriteValue; the next follows its reply.
     private func writeCommand(_ peripheral: UUID, _ generation: UInt64, _ next: (data: Data, path: String)) {
         connections[peripheral]?.commandInFlight = true
+        var released = false
+        if case .released? = connections[peripheral]?.writeSockets[next.path] { released = true }
         callRetrying(
             peripheral, generation, path: next.path, member: "WriteValue",
-            body: [.bytes(next.data), .propertyMap(["type": .string("command")])]
+            body: [.bytes(next.data), .propertyMap(["type": .string("command")])],
+            alsoRetrying: released ? "org.bluez.Error.NotPermitted" : nil
         ) { [weak self] _ in
             // A failed write without response is not reported (as on every
             // platform): the link is going down, and its end is reported.
