@@ -244,4 +244,20 @@ struct LineNoiseTests {
         harness.peripheral.stopLineNoise()
         await harness.finish()
     }
+
+    /// Noise longer than a line reaches the host in pieces of 4096 bytes
+    /// (PROTOCOL.md section 4): each piece is raw, none poses as an AT line.
+    @Test("line noise longer than a line arrives raw in every piece", arguments: [4_097, 9_000])
+    func longNoise(bytes: Int) async {
+        let harness = ClientHarness()
+        await harness.connect()
+        harness.peripheral.startLineNoise(every: .milliseconds(250), bytes: bytes)
+        await harness.advance(.seconds(5))
+        harness.peripheral.stopLineNoise()
+        await harness.advance(.seconds(1))
+        #expect(harness.atLines.isEmpty, "\(harness.atLines.prefix(3))")
+        let raw = harness.events.filter { if case .passthroughRaw = $0 { true } else { false } }
+        #expect(raw.count >= 2 * 19)
+        await harness.finish()
+    }
 }

@@ -43,8 +43,12 @@ package final class SimulatedRadioFirmware {
     private var lineOverflowed = false
     /// The inter-character timer that discards a partial line.
     private var partialLineTimer: Int?
-    /// Set while the MCU resets (from `AT+RST`'s `OK` to `+READY`): the UART is deaf meanwhile.
+    /// Set while the MCU resets (from `AT+RST`'s `OK` to `+READY`): the UART
+    /// is deaf meanwhile, and the radio neither receives frames nor sends
+    /// what the old MCU still had to say.
     private var resetTimer: Int?
+    /// Answers scheduled and maybe not sent yet (a reset cancels them).
+    private var answerTimers: [Int] = []
     /// What the radio is doing; `AT+SEND` answers `ERROR` unless it is idle.
     private var radio = Radio.idle
     /// The last frame number handed to `AT+SEND`, so a stale follow-up cannot start another frame.
@@ -287,7 +291,10 @@ package final class SimulatedRadioFirmware {
     /// A `quiet` answer outputs nothing, and neither does its follow-up.
     private func deliver(_ answer: Answer, echo: [UInt8]?, quiet: Bool, command: Int?) {
         let garbageCount = configuration.faults.garbageBeforeReplies
-        schedule(after: configuration.processingDelay + configuration.faults.replyDelay) { firmware in
+        if answerTimers.count >= 64 { answerTimers.removeAll { timers[$0] == nil } }  // those sent
+        let timer = schedule(
+            after: configuration.processingDelay + configuration.faults.replyDelay
+        ) { firmware in
             if !quiet {
                 // Truly arbitrary bytes, written raw: they may decode to CR or LF and split or end lines.
                 var bytes = firmware.random.bytes(garbageCount)
@@ -303,6 +310,7 @@ package final class SimulatedRadioFirmware {
                 firmware.perform(followUp, quiet: quiet, command: command)
             }
         }
+        answerTimers.append(timer)
     }
 
     /// Starts what an answer leaves running: a transmission or a reset.
@@ -332,6 +340,9 @@ package final class SimulatedRadioFirmware {
             clearLine()
             frequencySetting = nil
             txPowerSetting = nil
+            // The rebooted MCU owes nothing the old one was about to send.
+            for timer in answerTimers { cancelTimer(timer) }
+            answerTimers.removeAll()
             cancelTimer(resetTimer)
             resetTimer = schedule(after: duration) { firmware in
                 firmware.resetTimer = nil
@@ -346,6 +357,7 @@ package final class SimulatedRadioFirmware {
     /// snr, rssi, txp and data (uppercase hex), or exactly `"+DI:" + fields`.
     /// Either way the frame counter shared with `+CRCERR:` advances.
     package func emitRadioFrame(_ payload: [UInt8], fields: String? = nil) {
+        guard resetTimer == nil else { return }  // a rebooting radio receives nothing
         radioEventCount += 1
         let text =
             fields ?? "cnt=\(radioEventCount),len=\(payload.count),slot=\(random.int(in: 0...7))"
@@ -361,6 +373,7 @@ package final class SimulatedRadioFirmware {
 
     /// Emits a `+CRCERR:` URC for a frame of `length` bytes, advancing the shared frame counter.
     private func emitCrcError(length: Int, fields: String?) {
+        guard resetTimer == nil else { return }
         radioEventCount += 1
         let text =
             fields ?? "cnt=\(radioEventCount),len=\(length)"
@@ -424,7 +437,12 @@ package final class SimulatedRadioFirmware {
                 let decoded = FirmwareText.transcode(byte, encoding)
                 return decoded == 0x0A || decoded == 0x0D ? FirmwareText.transcode(0x00, encoding) : byte
             }
-            noise[0] = FirmwareText.transcode(0x01, encoding)
+            // A non-printable byte in every 4096-byte piece: a longer line
+            // reaches the host in pieces of 4096 (PROTOCOL.md section 4), and
+            // a printable piece would pose as an AT line.
+            for index in stride(from: 0, to: noise.count, by: 4_096) {
+                noise[index] = FirmwareText.transcode(0x01, encoding)
+            }
             noise += [FirmwareText.transcode(0x0D, encoding), FirmwareText.transcode(0x0A, encoding)]
             firmware.output(noise, XTalkDeviceOutput(kind: .noise, lines: []))
             firmware.startLineNoise(every: interval, length: length)
