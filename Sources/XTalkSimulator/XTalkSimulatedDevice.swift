@@ -296,6 +296,10 @@ public struct XTalkSimulatedLink: Sendable {
     /// With a lost ready callback, `canSendWriteWithoutResponse` also stays
     /// false (although the buffer has room) until the host writes anyway.
     public var lostReadyCallbackKeepsFlagFalse: Bool
+    /// With `lostReadyCallbackKeepsFlagFalse`: the flag stays false for the
+    /// rest of the connection, writes or not (as reported on iOS 26.4: "from
+    /// the second write on, canSendWriteWithoutResponse remains false").
+    public var stuckReadyFlagSurvivesWrites = false
 
     /// A link with these values; every argument has a default (a good phone link).
     public init(

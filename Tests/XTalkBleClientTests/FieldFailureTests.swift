@@ -54,6 +54,37 @@ struct FieldFailureTests {
         await harness.finish()
     }
 
+    /// Field failure 1 as reported on iOS 26.4 (kable#1185): from the second
+    /// write on, the flag stays false for the rest of the connection and no
+    /// ready callback comes. One wait of `writeReadyTimeout`, then the writes
+    /// are paced: a 240-byte RF send at MTU 23 (25 chunks; 24 waits of 300 ms
+    /// would be 7.2 s, past its 5 s) and the commands after it complete
+    /// within their own timeouts, nothing dropped. (The bound is kept under
+    /// the radio's 500 ms inter-character timeout, which a longer wait in
+    /// the middle of a line would pass: see `writeReadyTimeout`.)
+    @Test("1. a flag false for good: one wait of writeReadyTimeout, then paced writes, every command in time")
+    func stuckFlagForGood() async throws {
+        var device = Self.narrowDevice()
+        device.link.lostReadyCallbacksOneIn = 1
+        device.link.lostReadyCallbackKeepsFlagFalse = true
+        device.link.stuckReadyFlagSurvivesWrites = true
+        let harness = ClientHarness(
+            devices: [device], options: XTalkBleClientOptions(writeReadyTimeout: .milliseconds(300)))
+        await harness.connect()
+        let client = harness.client
+        let payload = Data((0..<240).map { UInt8($0) })
+        try await harness.run { try await client.sendRfPayload(payload) }
+        #expect(harness.peripheral.transmittedFrames.last == payload)
+        let start = harness.clock.elapsed
+        for index in 0..<5 {
+            let lines = try await harness.run { try await client.runAtCommand("AT+PING=p\(index)", timeoutMs: 800) }
+            #expect(lines == ["+PING:p\(index)", "OK"])
+        }
+        #expect(harness.clock.elapsed - start < .seconds(2), "\(harness.clock.elapsed - start)")
+        #expect(harness.peripheral.droppedWrites == 0)
+        await harness.finish()
+    }
+
     @Test(
         "5. the client asks for Bluetooth on the first startScan(), not in init: the prompt appears when the user acts")
     func managerCreatedOnFirstUse() async {

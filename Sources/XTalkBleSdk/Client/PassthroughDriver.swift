@@ -40,6 +40,13 @@ final class PassthroughDriver {
     private let writeReadyTimeout: Duration
     /// How often a blocked pump re-reads `canSendWriteWithoutResponse`.
     static let readyPollInterval = Duration.milliseconds(10)
+    /// Once the flag stayed false past `writeReadyTimeout` on this link, the
+    /// wait for it before each chunk (field failure 1: it can stay false for
+    /// the rest of the connection, and a 2 s wait per chunk would outlast
+    /// every command's timeout).
+    static let distrustedFlagPace = Duration.milliseconds(20)
+    /// The flag said no past `writeReadyTimeout` on this link, and has not said yes since.
+    private var flagDistrusted = false
 
     init(
         client: XTalkBleClient, peripheral: UUID, generation: UInt64, encoding: XTalkAtEncoding,
@@ -201,11 +208,17 @@ final class PassthroughDriver {
         while true {
             let maximum = backend.maximumWriteValueLength(for: type, of: peripheral)
             var canSend = type == .withoutResponse ? backend.canSendWriteWithoutResponse(peripheral) : true
-            if !canSend, let since = blockedSince, scheduler.elapsed - since >= writeReadyTimeout,
+            if canSend { flagDistrusted = false }
+            if !canSend, let since = blockedSince, scheduler.elapsed - since >= readyBound,
                 !faults.waitsForReadyCallback
             {
-                client?.log(
-                    .warning, "no room to write without response for \(writeReadyTimeout): writing anyway")
+                if !flagDistrusted {
+                    client?.log(
+                        .warning,
+                        "no room to write without response for \(writeReadyTimeout): writing anyway, and on this "
+                            + "link one chunk every \(Self.distrustedFlagPace) while the flag says no")
+                    flagDistrusted = true
+                }
                 canSend = true
             }
             guard let chunk = pump.nextChunk(maximumLength: maximum, canSend: canSend) else { break }
@@ -226,7 +239,7 @@ final class PassthroughDriver {
         // Up to the bound, poll so as to be there when it passes; past it (the
         // flag said no, and the backend still takes nothing, e.g. a length of
         // 0 for a link it no longer has), every interval: never a zero-delay loop.
-        let untilBound = since + writeReadyTimeout - scheduler.elapsed
+        let untilBound = since + readyBound - scheduler.elapsed
         let delay = untilBound > .zero ? min(Self.readyPollInterval, untilBound) : Self.readyPollInterval
         readyPoll = scheduler.schedule(after: delay) {
             [weak self] in
@@ -235,6 +248,11 @@ final class PassthroughDriver {
             self.pumpWrites()
             self.client?.commit()
         }
+    }
+
+    /// How long a blocked pump waits for the flag before writing anyway.
+    private var readyBound: Duration {
+        flagDistrusted ? min(Self.distrustedFlagPace, writeReadyTimeout) : writeReadyTimeout
     }
 
     private func lineWritten(_ id: ChannelWriteID, failure: String?) {

@@ -43,6 +43,9 @@ public struct XTalkBleClientOptions: Sendable {
     /// anyway. A command is never lost to a missing callback; its own
     /// timeout keeps counting while it waits (it counts from its turn on the
     /// channel), so a command shorter than this bound can time out unwritten.
+    /// Once the flag stayed false this long, it is not trusted on that link
+    /// any more (on some phones it stays false for good): while it says no,
+    /// the client writes one chunk every 20 ms, until it says yes again.
     public var writeReadyTimeout: Duration
     /// Whether iOS may show its "turn on Bluetooth" alert when the app first
     /// uses Bluetooth while it is off (`CBCentralManagerOptionShowPowerAlertKey`;

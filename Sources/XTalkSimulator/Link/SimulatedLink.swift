@@ -135,7 +135,7 @@ final class SimulatedLink {
         guard data.count <= limit else { return .dropped("longer than one packet carries (\(limit) bytes)") }
         guard credits > 0 else { return .dropped("no write-without-response credit left") }
         credits -= 1
-        if readyFlagStuck {
+        if readyFlagStuck, !configuration.stuckReadyFlagSurvivesWrites {
             readyFlagStuck = false
             peripheral.readyFlagStuck(false)
         }
