@@ -174,6 +174,11 @@ struct LifecycleTests {
                 .connectionFailed(
                     "pairing failed: the device requires pairing and it did not complete (insufficient authentication)")
             ),
+            // ATT 0x08 is the device's own authorization check: no pairing helps, so none is named.
+            (
+                XTalkSimulatedGatt(subscriptionRefusal: "insufficient authorization"),
+                .connectionFailed("the notification subscription was refused: insufficient authorization")
+            ),
         ])
     func gattProblems(_ gatt: XTalkSimulatedGatt, _ error: XTalkBleError) async throws {
         var device = ClientHarness.fastDevice()

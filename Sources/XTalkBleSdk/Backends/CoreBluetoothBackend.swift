@@ -343,7 +343,9 @@ package final class CoreBluetoothBackend: BleBackend {
                 switch error.code {
                 case .readNotPermitted: .readNotPermitted
                 case .writeNotPermitted: .writeNotPermitted
-                case .insufficientAuthentication, .insufficientAuthorization: .insufficientAuthentication
+                case .insufficientAuthentication: .insufficientAuthentication
+                // The device's own authorization check refused: no pairing helps (field failure 6).
+                case .insufficientAuthorization: .attribute(error.code.rawValue)
                 case .insufficientEncryption, .insufficientEncryptionKeySize: .insufficientEncryption
                 default: .attribute(error.code.rawValue)
                 }

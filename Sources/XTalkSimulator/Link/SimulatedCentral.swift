@@ -275,6 +275,8 @@ package final class SimulatedCentral: BleBackend, BleBackendKeepingAlive {
     /// The ATT error an error text names (CoreBluetooth's texts, or words of them).
     static func attError(named text: String) -> BleBackendError.Code {
         let words = text.lowercased()
+        // ATT 0x08: the device's own authorization check, not pairing.
+        if words.contains("authorization") { return .attribute(0x08) }
         if words.contains("authentication") { return .insufficientAuthentication }
         if words.contains("encryption") { return .insufficientEncryption }
         if words.contains("write not permitted") { return .writeNotPermitted }
