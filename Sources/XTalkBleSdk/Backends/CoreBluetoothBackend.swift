@@ -35,6 +35,9 @@ package final class CoreBluetoothBackend: BleBackend {
     package let scheduler: any TimerScheduling
     package private(set) var state: BleManagerState = .unknown
     private let delegate: CentralDelegate
+    /// The manager's delegate (CoreBluetooth holds it weakly): `delegate`, or
+    /// with a restore identifier the wrapper that also takes `willRestoreState`.
+    private var managerDelegate: (any CBCentralManagerDelegate)?
     /// Created by `activate`: the app's first scan or connect, not its
     /// client's init (creating it shows the system's permission prompt).
     private var manager: CBCentralManager?
@@ -81,8 +84,13 @@ package final class CoreBluetoothBackend: BleBackend {
         guard manager == nil else { return }
         var options: [String: Any] = [CBCentralManagerOptionShowPowerAlertKey: showPowerAlert]
         if let restoreIdentifier { options[CBCentralManagerOptionRestoreIdentifierKey] = restoreIdentifier }
+        // A delegate that implements willRestoreState without a restore
+        // identifier makes CoreBluetooth log "API MISUSE": only the wrapper does.
+        let central: any CBCentralManagerDelegate =
+            restoreIdentifier == nil ? delegate : RestoringCentralDelegate(delegate)
+        managerDelegate = central
         // CoreBluetooth reports the state later, on the queue (never from init).
-        manager = makeManager(delegate, queue, options)
+        manager = makeManager(central, queue, options)
     }
 
     // MARK: Commands
@@ -381,6 +389,48 @@ enum Callback: Sendable {
     case restored([CoreBluetoothObject<CBPeripheral>])
 }
 
+/// The manager's delegate when the app asked for state restoration: the
+/// callbacks of `CentralDelegate`, and `willRestoreState`. CoreBluetooth logs
+/// "API MISUSE" for a delegate that implements `willRestoreState` while the
+/// manager has no restore identifier, so without one the manager gets
+/// `CentralDelegate` itself, which does not implement it.
+final class RestoringCentralDelegate: NSObject, CBCentralManagerDelegate, @unchecked Sendable {
+    private let inner: CentralDelegate
+
+    init(_ inner: CentralDelegate) {
+        self.inner = inner
+    }
+
+    func centralManagerDidUpdateState(_ central: CBCentralManager) {
+        inner.centralManagerDidUpdateState(central)
+    }
+
+    func centralManager(_ central: CBCentralManager, willRestoreState dict: [String: Any]) {
+        inner.restoreState(dict)
+    }
+
+    func centralManager(
+        _ central: CBCentralManager, didDiscover peripheral: CBPeripheral,
+        advertisementData: [String: Any], rssi RSSI: NSNumber
+    ) {
+        inner.centralManager(central, didDiscover: peripheral, advertisementData: advertisementData, rssi: RSSI)
+    }
+
+    func centralManager(_ central: CBCentralManager, didConnect peripheral: CBPeripheral) {
+        inner.centralManager(central, didConnect: peripheral)
+    }
+
+    func centralManager(_ central: CBCentralManager, didFailToConnect peripheral: CBPeripheral, error: (any Error)?) {
+        inner.centralManager(central, didFailToConnect: peripheral, error: error)
+    }
+
+    func centralManager(
+        _ central: CBCentralManager, didDisconnectPeripheral peripheral: CBPeripheral, error: (any Error)?
+    ) {
+        inner.centralManager(central, didDisconnectPeripheral: peripheral, error: error)
+    }
+}
+
 /// The CoreBluetooth delegate: runs on the manager's queue, turns each
 /// callback into Sendable values stamped with the peripheral's connection
 /// generation, and hops to the main actor in order.
@@ -436,7 +486,9 @@ final class CentralDelegate: NSObject, CBCentralManagerDelegate, CBPeripheralDel
         deliver(.state(CoreBluetoothBackend.managerState(central.state)), for: nil)
     }
 
-    func centralManager(_ central: CBCentralManager, willRestoreState dict: [String: Any]) {
+    /// `willRestoreState`, from `RestoringCentralDelegate` (this class does not
+    /// implement it: see there).
+    func restoreState(_ dict: [String: Any]) {
         let peripherals = dict[CBCentralManagerRestoredStatePeripheralsKey] as? [CBPeripheral] ?? []
         deliver(.restored(peripherals.map { CoreBluetoothObject(value: $0) }), for: nil)
     }
