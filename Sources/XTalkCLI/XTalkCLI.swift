@@ -56,9 +56,11 @@ package enum XTalkCLI {
             return ExitCode.ok.rawValue
         }
         guard let name = arguments.first, name != "-h", name != "--help", name != "help" else {
-            if arguments.count > 1, arguments.first == "help",
-                let command = commands.first(where: { $0.spec.name == arguments[1] })
-            {
+            if arguments.count > 1, arguments.first == "help" {
+                guard let command = commands.first(where: { $0.spec.name == arguments[1] }) else {
+                    context.writeError("xtalk: unknown command '\(arguments[1])'; run 'xtalk --help' for the list")
+                    return ExitCode.usage.rawValue
+                }
                 context.writeOut(ArgumentParser.help(for: command.spec, commandPath: "xtalk " + command.spec.name))
             } else {
                 context.writeOut(ArgumentParser.help(for: topLevel, commandPath: "xtalk"))

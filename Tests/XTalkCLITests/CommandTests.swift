@@ -183,15 +183,45 @@ struct CommandTests {
         #expect((sent?["ms"] as? Double ?? 0) > 0)
     }
 
+    /// `scan --name`/`--address` that finds nothing is exit 3, as `connect`
+    /// is (scripts gate on it); an unfiltered empty scan is still a listing.
+    @Test("scan asked for a device that is not there exits 3")
+    func scanFindsNothingAskedFor() async {
+        let none = await xtalk(["scan", "-t", "0.5", "--name", "nope"])
+        #expect(none.code == 3, "\(none.stderr)")
+        #expect(none.stderr.contains("no xTalk device named 'nope' was found"), "\(none.stderr)")
+        #expect(none.out.last == "0 devices")
+        let found = await xtalk(["scan", "-t", "0.5", "--name", "xTalk-0001"])
+        #expect(found.code == 0)
+    }
+
+    /// The documented range is 0–200 frames a second: a rate too small to
+    /// fit in milliseconds is one frame a day, not a crash.
+    @Test("a tiny --traffic rate is accepted without a crash", arguments: ["1e-300", "0.00000000000000001"])
+    func tinyTraffic(_ rate: String) async {
+        let result = await xtalk(["scan", "-t", "0.3", "--traffic", rate])
+        #expect(result.code == 0, "\(result.stderr)")
+    }
+
+    @Test("help for a command that does not exist is a usage error")
+    func helpForNoSuchCommand() async {
+        let result = await xtalk(["help", "nope"])
+        #expect(result.code == 2)
+        #expect(result.stderr.contains("unknown command 'nope'"))
+        #expect(await xtalk(["help", "scan"]).code == 0)
+    }
+
     @Test("connect shows how long the device took to be ready; --hold keeps the link until Ctrl-C or its loss")
     func connect() async {
         let human = await xtalk(["connect", "--latency", "30"])
         #expect(human.code == 0)
         #expect(human.out.last?.hasPrefix("connected to xTalk-0001 (C0:FF:EE:00:00:01, ") == true, "\(human.out)")
-        let json = await xtalk(["connect", "--json"])
+        let json = await xtalk(["connect", "--json", "--scan-timeout", "4"])
         let record = json.records(ofType: "connected").first
         #expect(record?["name"] as? String == "xTalk-0001")
+        // From the connect, not the 4 s scan window before it.
         #expect((record?["ready_ms"] as? Double ?? 0) > 0)
+        #expect((record?["ready_ms"] as? Double ?? 4_000) < 1_000, "\(record ?? [:])")
         let held = await xtalk(["connect", "--hold"], cancelAfter: .seconds(3))
         #expect(held.code == 0)
         #expect(held.out.contains("holding the link; Ctrl-C disconnects"))

@@ -134,6 +134,10 @@ enum DeviceCommands {
         printer.record(
             "summary", [("devices", .int(count))],
             human: count == 1 ? "1 device" : "\(count) devices")
+        // Asked for one by name or address and none came: exit 3, as `connect` does (scripts gate on it).
+        if count == 0, session.isFiltered {
+            throw CLIError(.notFound, "no xTalk device \(session.wanted) was found within \(seconds(window))")
+        }
     }
 
     static let connect = Command(
@@ -145,9 +149,9 @@ enum DeviceCommands {
         // Ctrl-C before the device is ready is 130 (no success to report); a held link ends normally.
         endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
-        let start = context.elapsed
         try await withSession(arguments, context, printer) { session, device throws(CLIError) in
-            let took = context.elapsed - start
+            // From the connect, not the scan window before it.
+            let took = context.elapsed - (session.connectStarted ?? context.elapsed)
             let client = session.client
             let (fields, _) = Render.device(device)
             printer.record(

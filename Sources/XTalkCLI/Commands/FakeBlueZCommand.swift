@@ -69,8 +69,7 @@ enum FakeBlueZCommand {
         }
         let environment = context.makeEnvironment(devices: devices, seed: settings.seed)
         defer { environment.shutDown() }
-        if settings.trafficHz > 0 {
-            let interval = Duration.milliseconds(max(5, Int(1_000 / settings.trafficHz)))
+        if let interval = settings.trafficInterval {
             for peripheral in environment.peripherals { peripheral.startRadioTraffic(every: interval, payloadSize: 16) }
         }
         if settings.garbage > 0 {

@@ -63,6 +63,13 @@ struct SimulatorSettings: Equatable {
     var mtu = 247
     var latency: Duration = .milliseconds(15)
     var trafficHz: Double = 1
+
+    /// The time between two received frames; nil for no traffic. At least
+    /// 5 ms; at most a day (a rate of 1e-300 would not fit in milliseconds).
+    var trafficInterval: Duration? {
+        guard trafficHz > 0 else { return nil }
+        return .milliseconds(Int(min(max(5, 1_000 / trafficHz), 86_400_000)))
+    }
     var disconnectAfter: Duration?
     var garbage = 0
     var seed: UInt64 = 1
@@ -180,8 +187,7 @@ final class DeviceSession {
             let environment = context.makeEnvironment(devices: settings.devices(), seed: settings.seed)
             self.environment = environment
             client = XTalkBleClient(simulator: environment, options: options)
-            if settings.trafficHz > 0 {
-                let interval = Duration.milliseconds(max(5, Int(1_000 / settings.trafficHz)))
+            if let interval = settings.trafficInterval {
                 for peripheral in environment.peripherals {
                     peripheral.startRadioTraffic(every: interval, payloadSize: 16)
                 }
@@ -237,11 +243,17 @@ final class DeviceSession {
         (name == nil || result.name == name) && (address == nil || result.address == address)
     }
 
+    /// A device was asked for by name or address.
+    var isFiltered: Bool { name != nil || address != nil }
+
     /// The device asked for, in words ("named 'X' with address Y"; "at all" without either).
     var wanted: String {
         let parts = [name.map { "named '\($0)'" }, address.map { "with address \($0)" }].compactMap { $0 }
         return parts.isEmpty ? "at all" : parts.joined(separator: " ")
     }
+
+    /// When `connect()` asked the client to connect (after the scan window).
+    private(set) var connectStarted: Duration?
 
     /// Selects the device (by name, address, or the strongest) and connects
     /// until the passthrough is ready.
@@ -256,6 +268,7 @@ final class DeviceSession {
         guard let device = selected else {
             throw CLIError(.notFound, "no xTalk device \(wanted) was found within \(seconds(scanWindow))")
         }
+        connectStarted = context.elapsed
         client.connect(id: device.id)
         try await waitUntil("Connecting to \(device.name)") { [client] in client.atReady }
         if let after = settings.disconnectAfter, let peripheral = environment?.peripheral(id: device.id) {
