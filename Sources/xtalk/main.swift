@@ -5,6 +5,11 @@ import XTalkCLI
 // The executable: the real clock, standard input and output, and Ctrl-C.
 // Everything else lives in XTalkCLI, which the tests run in-process.
 
+// Started with standard input closed (`xtalk bridge --stdio <&-`): descriptor 0
+// is taken by /dev/null before anything else opens one, or the input reader
+// would read whatever the runtime opens next (libdispatch's eventfd).
+if fcntl(0, F_GETFD) == -1 { _ = open("/dev/null", O_RDONLY) }
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 // A reader of the output that goes away (`xtalk listen | head -1`) makes the

@@ -74,18 +74,22 @@ final class XtalkChild: @unchecked Sendable {
     private var openStreams = 2
     private var exited = false
 
-    /// Starts `xtalk arguments`; fails the test when the binary is not built next to the tests.
-    init(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
-        self.arguments = arguments
+    /// The xtalk binary built next to the tests (the test fails without it).
+    static func binary(sourceLocation: SourceLocation = #_sourceLocation) throws -> URL {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let candidates = [
             directory.appendingPathComponent("xtalk"),
             directory.deletingLastPathComponent().appendingPathComponent("xtalk"),
         ]
-        let binary = try #require(
+        return try #require(
             candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
             "the xtalk binary is built next to the tests", sourceLocation: sourceLocation)
-        process.executableURL = binary
+    }
+
+    /// Starts `xtalk arguments`; fails the test when the binary is not built next to the tests.
+    init(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        self.arguments = arguments
+        process.executableURL = try Self.binary(sourceLocation: sourceLocation)
         process.arguments = arguments
         let outPipe = Pipe()
         let errPipe = Pipe()

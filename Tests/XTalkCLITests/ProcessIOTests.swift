@@ -110,6 +110,24 @@ struct ProcessIOTests {
         #expect(replies.last == "{\"id\":78,\"result\":\"1.0.0\"}")
     }
 
+    /// Started with standard input closed (`xtalk bridge --stdio <&-`): no
+    /// input, so no request and no reply. Descriptor 0 used to be whatever
+    /// the runtime opened first (libdispatch's eventfd), read as a request.
+    @Test("bridge --stdio with standard input closed answers nothing and exits 0")
+    func closedStandardInput() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec timeout 20 \"$0\" bridge --stdio <&-", try XtalkChild.binary().path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let written = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(String(decoding: written, as: UTF8.self) == "")
+    }
+
     /// Output that cannot be written (here /dev/full: "No space left on
     /// device") is said once on standard error and ends the command once;
     /// FileHandle.write used to trap, with a backtrace.
