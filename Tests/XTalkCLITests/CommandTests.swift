@@ -309,6 +309,18 @@ struct CommandTests {
         let lost = await xtalk(["listen", "--disconnect-after", "1"])
         #expect(lost.code == 4)
         #expect(lost.stderr.contains("link was lost"))
+        // Before it listens (still looking for the device): no success to report.
+        let early = await xtalk(["listen", "--name", "nope", "--scan-timeout", "5"], cancelAfter: .seconds(1))
+        #expect(early.code == 130, "\(early.stderr)")
+    }
+
+    /// The demo's step 4 receives radio frames: without traffic on the
+    /// simulator it could only fail, so `--traffic 0` is a usage error.
+    @Test("demo --traffic 0 is a usage error, not a failed step 4")
+    func demoWithoutTraffic() async {
+        let result = await xtalk(["demo", "--traffic", "0"])
+        #expect(result.code == 2)
+        #expect(result.stderr.contains("--traffic must be above 0"), "\(result.stderr)")
     }
 
     @Test("Ctrl-C in a command that does not end that way is exit 130, after a clean disconnect")

@@ -26,6 +26,11 @@ enum DemoCommand {
         let session: DeviceSession
         do throws(UsageError) {
             session = try DeviceSession(arguments, context: context, printer: printer, defaults: defaults)
+            // Step 4 receives radio frames: on the simulator, without traffic it could only fail.
+            if session.environment != nil, session.settings.trafficHz == 0 {
+                session.close()
+                throw UsageError("the demo needs radio traffic: --traffic must be above 0")
+            }
         } catch {
             throw CLIError.usage(error)
         }

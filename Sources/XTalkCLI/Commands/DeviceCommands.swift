@@ -322,7 +322,8 @@ enum DeviceCommands {
             positionals: [],
             options: [Options.listenCount, CommonOptions.encoding] + CommonOptions.device,
             discussion: nil),
-        endsOnInterrupt: true
+        // Ctrl-C while listening is the normal end (0); before the device is ready, 130.
+        endsOnInterrupt: false
     ) { arguments, context, printer throws(CLIError) in
         let limit: Int?
         do throws(UsageError) { limit = try arguments[Options.listenCount] } catch { throw CLIError.usage(error) }
@@ -358,7 +359,9 @@ enum DeviceCommands {
                     throw CLIError(.notReady, "Listening failed: the link was lost")
                 }
                 do { try await context.sleep(for: .milliseconds(10)) } catch {
-                    throw CLIError.from(error, doing: "Listening")
+                    let failure = CLIError.from(error, doing: "Listening")
+                    if failure.code == .interrupted { return }
+                    throw failure
                 }
             }
         }
