@@ -585,6 +585,22 @@ private final class RecordChecker {
                 ?? .violation("succeeded, but the device did not send it")
         case .accepted:
             if written != nil { return .strict }
+            // The pump held the line for a ready flag a lost callback left false, and
+            // the link ended (the app's disconnect, or a loss) before the pump writes
+            // anyway: the flag was stuck at the call and still at the link's end.
+            if let down = scenario.linkDowns.first(where: { $0 >= wire.madeAt }),
+                down <= wire.madeAt + ChaosScenario.writeAnywayBound,
+                record.readyFlagWasStuck(from: wire.madeAt, to: wire.madeAt),
+                record.readyFlagWasStuck(from: down, to: down)
+            {
+                return .excused("ready flag stuck")
+            }
+            // Out of range from the call until the phone gave the link up: no credit came back.
+            if let down = scenario.linkDowns.first(where: { $0 >= wire.madeAt }),
+                record.wasUnreachable(from: wire.madeAt, to: wire.madeAt), record.wasUnreachable(from: down, to: down)
+            {
+                return .excused("device out of range")
+            }
             return .violation("a no-wait call returned, but its line never reached the link")
         case .failed(let error):
             return checkFailure(wire, error, cancelled: cancelled, own: own, ownAnswer: ownAnswer, written: written)
@@ -642,7 +658,10 @@ private final class RecordChecker {
             }
             // The device's ERROR to the line behind the remnant the client wrote in the wrong encoding.
             // (Its echo, if the firmware echoes, is the damaged line the device received.)
+            // (Only when that answer reached the host before the call ended: an
+            // earlier command's ERROR can look the same.)
             if let own, own.1 == .damaged, let ownAnswer,
+                let delivered = ownAnswer.deliveredAt, delivered <= endedAt,
                 responseLines(ownAnswer, for: wire.text) == lines || responseLines(ownAnswer, for: own.0.text) == lines,
                 remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text)
             {
@@ -844,9 +863,12 @@ private final class RecordChecker {
         }
         // Otherwise only a delay explains a late reply: the device's (slow processing, a
         // reply-delay fault) or the link's (the answer queued behind other notifications).
+        // (A device that took longer than the quiet period to process the line
+        // answers after a drain that ended quiet: its record shows when it read it.)
+        let processing = record.commands.first { $0.number == command }.map { emission.at - $0.at } ?? .zero
         guard
             scenario.delaysReplies || first - emission.at > ChaosScenario.drainQuiet || relation == .cut
-                || owner.epoch < connection
+                || owner.epoch < connection || processing > ChaosScenario.drainQuiet
         else { return false }
         if owner.epoch < connection || relation == .cut {
             // An answer owed by an earlier connection: the new one quarantines until that command's deadline.
@@ -865,6 +887,8 @@ private final class RecordChecker {
         else {
             return wire.successOutcome != nil
         }
+        // Its own answer reached the host only after it ended: what it got was another's.
+        if let delivered = answer.firstDeliveredAt, let ended = wire.endedAt, delivered > ended { return true }
         let expected = responseLines(answer, for: wire.text)
         // A window collects its own answer's first line, if any of it (late replies may come first).
         if wire.collects { return expected.first.map { !lines.contains($0) } ?? false }

@@ -209,6 +209,18 @@ enum StreamFuzzOracle {
             pending = []
         }
 
+        /// A switch that waited: as `reset(encoding:)`, judged from `before`,
+        /// the byte received before `replay`, which is then pushed again.
+        mutating func reset(encoding: XTalkAtEncoding, replaying replay: [UInt8], after before: UInt8?)
+            -> [FramedUnit]
+        {
+            lastByte = before
+            reset(encoding: encoding)
+            var units: [FramedUnit] = []
+            for byte in replay { push(byte, into: &units) }
+            return units
+        }
+
         /// A new stream (disconnection): nothing of the old one is kept.
         mutating func reset() {
             pending = []
@@ -478,12 +490,15 @@ enum StreamFuzzOracle {
         var sawRaw = false
         /// The next unit completes a line that began before the command's write.
         var stale = false
-        /// A stale reply line without its final code arrived: lines up to that
-        /// final code are the old reply's, not ours.
-        var staleReplyOpen = false
-        /// A reply line without its final code arrived while the wire was free or draining:
-        /// the next operation's first final code is that reply's.
-        var orphanReplyOpen = false
+        /// Replies the device owes, oldest first (true: an RF send's, whose OK
+        /// makes its +SENDFIN: owed): the next final codes are theirs.
+        var owed: [Bool] = []
+        var owedFinishes = 0
+        /// The device echoed the line of the operation on the wire.
+        var echoed = false
+        /// Since a deferred switch was asked for: every byte pushed, and the byte before them.
+        var sinceRequest: [UInt8] = []
+        var beforeRequest: UInt8?
         /// A `log: false` command ended and no operation began since.
         var aftermath = false
         /// An encoding switch asked for while the operation owned the wire.
@@ -530,8 +545,20 @@ enum StreamFuzzOracle {
         mutating func push(_ byte: UInt8) {
             var units: [FramedUnit] = []
             framer.push(byte, into: &units)
+            if deferredEncoding != nil { sinceRequest.append(byte) }
+            lastPushed = byte
             offset += 1
             for unit in units { self.unit(unit) }
+            flushReplay()
+        }
+
+        private mutating func flushReplay() {
+            let wrote = writes.count != writesAtRelease
+            while !pendingReplay.isEmpty {
+                let next = pendingReplay.removeFirst()
+                if wrote { stale = true }  // received before the write the release led to
+                unit(next)
+            }
         }
 
         /// Every operation is queued at once; the first one's line is written.
@@ -552,8 +579,7 @@ enum StreamFuzzOracle {
             lines = []
             sawFinal = false
             sawRaw = false
-            staleReplyOpen = orphanReplyOpen
-            orphanReplyOpen = false
+            echoed = false
             writes.append((active, framer.encoding))
             if byUnit { split() }
         }
@@ -565,21 +591,49 @@ enum StreamFuzzOracle {
         mutating func setEncoding(_ encoding: XTalkAtEncoding) {
             if phase == .transaction {
                 deferredEncoding = encoding
+                sinceRequest = []
+                beforeRequest = lastPushed
             } else {
                 deferredEncoding = nil
+                if encoding != framer.encoding { clearOwed() }  // answers across a switch are not counted
                 framer.reset(encoding: encoding)
                 stale = false
             }
         }
 
-        /// The operation released the wire (idle or draining): a deferred switch applies.
+        /// The last byte pushed, if any.
+        var lastPushed: UInt8?
+
+        private mutating func clearOwed() {
+            owed = []
+            owedFinishes = 0
+        }
+
+        /// The operation released the wire (idle or draining): a deferred
+        /// switch applies, and the bytes since it was asked for that formed no
+        /// line in the old encoding are decoded in the new one.
         private mutating func released(byUnit: Bool) {
             guard let encoding = deferredEncoding else { return }
             deferredEncoding = nil
-            framer.reset(encoding: encoding)
+            let count = min(framer.pending.count, sinceRequest.count)
+            let replay = Array(sinceRequest.suffix(count))
+            let before = count < sinceRequest.count ? sinceRequest[sinceRequest.count - count - 1] : beforeRequest
+            let replayed = framer.reset(encoding: encoding, replaying: replay, after: before)
             stale = false
-            if byUnit { split() }
+            clearOwed()
+            if byUnit {
+                // Released by a received unit: handled after it, and before any write since.
+                split()
+                pendingReplay += replayed
+                writesAtRelease = writes.count
+            } else {
+                for replayedUnit in replayed { unit(replayedUnit) }
+            }
         }
+
+        /// Units decoded again by a switch that waited, handled once the unit that released the wire is.
+        var pendingReplay: [FramedUnit] = []
+        var writesAtRelease = 0
 
         private mutating func complete(_ completion: Completion, then next: Phase, byUnit: Bool) {
             completions.append((active, completion, lineEvents))
@@ -608,48 +662,74 @@ enum StreamFuzzOracle {
                 case .crcError(let meta): events.append(.crcError(meta, line))
                 case .sendFinished(let failure):
                     events.append(.sendFinished(line))
-                    // Only after the device accepted our frame: an earlier one is an older frame's.
-                    if phase == .transaction && operation == .send && accepted {
+                    // One owed an earlier send is that send's; and only after the device
+                    // accepted our frame: an earlier one is an older frame's.
+                    if owedFinishes > 0 {
+                        owedFinishes -= 1
+                    } else if phase == .transaction && operation == .send && accepted {
                         let completion = failure.map {
                             Completion.fail(.writeFailed("the radio could not send the frame: \($0)"))
                         }
                         complete(completion ?? .succeed([]), then: .idle, byUnit: true)
                     }
-                case .malformedRadioFrame, .malformedCrcError, .ready: break
+                case .ready: clearOwed()  // the device rebooted
+                case .malformedRadioFrame, .malformedCrcError: break
                 case .response(let final):
                     if !wasStale {
                         response(line, final: final)
                     } else if phase == .transaction {
-                        staleReplyOpen = final == nil
+                        ownerless(final: final)
                     }
                 }
             }
         }
 
+        /// A reply line that is no operation's own: a final code pays the oldest owed.
+        private mutating func ownerless(final: ReferenceFinal?) {
+            if let final {
+                guard !owed.isEmpty else { return }
+                if owed.removeFirst() && final == .ok { owedFinishes += 1 }
+            } else if owed.isEmpty {
+                owed.append(false)
+            }
+        }
+
         private mutating func response(_ line: String, final: ReferenceFinal?) {
-            if phase != .transaction { orphanReplyOpen = final == nil }
-            guard phase == .transaction else { return }
-            let echo = !responseStarted && line == text
-            if staleReplyOpen && !echo {
-                if final != nil { staleReplyOpen = false }
+            guard phase == .transaction else { return ownerless(final: final) }
+            if line == text && !(echoed && sawFinal) {
+                // Our echo: earlier replies have ended, and what came before it was theirs.
+                echoed = true
+                lines = []
+                sawFinal = false
+                sawRaw = false
+                owed = []
                 return
             }
-            staleReplyOpen = false
+            // Owed replies come first; an echo of another line (no answer begins
+            // with "AT") starts one.
+            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) { return ownerless(final: final) }
             responseStarted = true
-            if echo { return }
             switch operation {
             case .automatic, .collect:
                 lines.append(line)
                 if final != nil { sawFinal = true }
                 if operation == .automatic && final != nil { complete(.succeed(lines), then: .idle, byUnit: true) }
             case .send:
-                guard !accepted else { return }
+                guard !accepted else { return ownerless(final: final) }
                 switch final {
                 case .ok: accepted = true
                 case .error:
                     complete(.fail(.writeFailed("the device rejected the frame: \(line)")), then: .idle, byUnit: true)
-                case nil: break
+                case nil: ownerless(final: nil)  // an RF send is answered OK or ERROR alone
                 }
+            }
+        }
+
+        /// What the operation on the wire leaves owed if it ends now without its answer.
+        private mutating func leaveOwed() {
+            switch operation {
+            case .automatic, .collect: if !sawFinal { owed.append(false) }
+            case .send: if accepted { owedFinishes += 1 } else { owed.append(true) }
             }
         }
 
@@ -658,8 +738,10 @@ enum StreamFuzzOracle {
             guard phase == .transaction else { return }  // completed: the driver cancelled the timer
             if operation == .collect {
                 let clean = sawFinal && !sawRaw && !framer.hasPartialLine
+                if !clean { leaveOwed() }
                 complete(.succeed(lines), then: clean ? .idle : .draining, byUnit: false)
             } else {
+                leaveOwed()
                 complete(.fail(.timeout), then: .draining, byUnit: false)
             }
         }
@@ -672,6 +754,7 @@ enum StreamFuzzOracle {
                 queue.remove(at: position)
                 completions.append((index, .fail(.cancelled), lineEvents))
             } else if phase == .transaction && active == index {
+                leaveOwed()
                 complete(.fail(.cancelled), then: .draining, byUnit: false)
             }
         }
@@ -681,6 +764,7 @@ enum StreamFuzzOracle {
         mutating func quietFired() {
             guard phase == .draining, !framer.hasPartialLine else { return }
             phase = .idle
+            clearOwed()  // quiet: nothing earlier is owed any more
             pump(byUnit: false)
         }
 

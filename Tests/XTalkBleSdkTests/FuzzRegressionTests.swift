@@ -169,8 +169,9 @@ struct ReceiveSequenceOracleTests {
 }
 
 /// A known-bad channel: the SDK's machine, except that a drain ends the moment
-/// it starts (its bound fires at once), so the next command is written right
-/// after a timeout or cancellation and a late answer is read as its reply.
+/// it starts, as if it had been quiet (its quiet timer fires at once, which
+/// also forgets what the device still owes), so the next command is written
+/// right after a timeout or cancellation and a late answer is read as its reply.
 struct NoDrainChannel: FuzzChannel {
     var inner: AtChannelStateMachine
 
@@ -189,13 +190,13 @@ struct NoDrainChannel: FuzzChannel {
             if duration == AtChannelStateMachine.defaultDrainQuiet { quiet = id }
         }
         guard let bound, let quiet else { return actions }
-        let ended = inner.timerFired(bound)
+        let ended = inner.timerFired(quiet)
         return actions.filter { action in
             if case .startTimer(let id, _) = action { return id != bound && id != quiet }
             return true
         }
             + ended.filter { action in
-                if case .cancelTimer(quiet) = action { return false }
+                if case .cancelTimer(bound) = action { return false }
                 return true
             }
     }

@@ -70,24 +70,49 @@ struct StaleLineRulesTests {
         #expect(Self.batch(&rules, units: 1) == [false])
     }
 
-    @Test("a late reply left open by a line without its final code is the next operation's to skip, once")
-    func openReply() {
+    @Test("a reply begun with no owner is owed until its final code; owed replies are paid in order")
+    func owedReplies() {
         var rules = StaleLineRules()
-        let initially = rules.takeOpenReply()
-        #expect(!initially)
+        #expect(!rules.owesReply)
         rules.ownerlessResponseLine(final: false)
-        let open = rules.takeOpenReply()
-        let again = rules.takeOpenReply()
-        #expect(open)
-        #expect(!again, "cleared as an operation takes the wire")
-        rules.ownerlessResponseLine(final: false)
+        #expect(rules.owesReply)
+        rules.ownerlessResponseLine(final: false)  // the same reply goes on
         rules.ownerlessResponseLine(final: true)
-        let closed = rules.takeOpenReply()
-        #expect(!closed, "its final code closed it")
-        rules.ownerlessResponseLine(final: false)
+        #expect(!rules.owesReply, "its final code closed it")
+        rules.ownerlessResponseLine(final: true)  // nothing owed: nothing to pay
+        #expect(!rules.owesReply)
+
+        // Two owed, paid in order; an RF send's OK makes its +SENDFIN: owed, its ERROR does not.
+        rules.answerLeftOwed(.sendReply)
+        rules.answerLeftOwed(.reply)
+        rules.answerLeftOwed(.sendReply)
+        rules.ownerlessResponseLine(final: true, ok: true)
+        #expect(rules.owedSendFinishes == 1)
+        rules.ownerlessResponseLine(final: true, ok: true)  // the command's: no +SENDFIN: follows
+        #expect(rules.owedSendFinishes == 1)
+        #expect(rules.owesReply)
+        rules.ownerlessResponseLine(final: true, ok: false)  // the second send's ERROR
+        #expect(!rules.owesReply)
+        #expect(rules.owedSendFinishes == 1)
+        let owedOne = rules.sendFinishedArrived()
+        let owedTwo = rules.sendFinishedArrived()
+        #expect(owedOne)
+        #expect(!owedTwo, "one +SENDFIN: was owed")
+
+        // What clears the debt: our echo (replies only), quiet or +READY, a switch, the link's end.
+        rules.answerLeftOwed(.reply)
+        rules.answerLeftOwed(.sendFinish)
+        rules.deviceReachedCurrentLine()
+        #expect(!rules.owesReply)
+        #expect(rules.owedSendFinishes == 1, "a frame on air may still finish after our echo")
+        rules.nothingOwed()
+        #expect(rules.owedSendFinishes == 0)
+        rules.answerLeftOwed(.reply)
+        rules.framerReset()
+        #expect(!rules.owesReply)
+        rules.answerLeftOwed(.sendReply)
         rules.connectionEnded()
-        let afterTheLink = rules.takeOpenReply()
-        #expect(!afterTheLink)
+        #expect(!rules.owesReply)
     }
 
     @Test("a log:false command's lines are sensitive, and so is what follows its end until the next write; URCs never")

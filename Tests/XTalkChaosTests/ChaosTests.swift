@@ -76,6 +76,14 @@ struct ChaosTests {
             52_284_421_341_994,  // two switches: the second judged mid-line by the first's bytes, a reply line went raw
             77_506_870_019_032,  // a quarantine ended by quiet before its deadline: an old reply answered a new command
             117_623_357_795_929,  // noise read in the wrong encoding made a printable line in a window (harness)
+            // a window closed before its answer, after a drain that hit its bound: the next got it
+            31_857_999_249_076_894,
+            31_856_438_440_844_722,  // an RF send completed by an earlier send's late OK and +SENDFIN:
+            // radio frames in the app's new encoding, decoded in the old one while a switch waited
+            106_181_298_272_915_434,
+            106_182_657_344_029_162,  // a device slower than the drain's quiet: an ERROR alike its own (checker)
+            106_178_736_742_398_349,  // a no-wait line held for a stuck ready flag when the app disconnected (checker)
+            2_375_720_013_256,  // answers owed across an encoding switch never decode: counting them cost a command
         ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)

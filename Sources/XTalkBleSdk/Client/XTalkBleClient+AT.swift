@@ -51,7 +51,11 @@ extension XTalkBleClient {
     /// final result code, except `AT+RST`, which holds the channel until the
     /// device's `+READY` (so the next command is not written into a rebooting
     /// radio; no `+READY` within `timeoutMs` throws `.timeout`).
-    /// `.collectUntilTimeout` returns every line of the window. Throws
+    /// `.collectUntilTimeout` returns every line of the window after the
+    /// command's echo (lines before it answered an earlier command). A command
+    /// that ends without its answer (a timeout, a cancellation, a window that
+    /// closed before its final result code) leaves it owed: the next command
+    /// skips it (events only), so it never gets another command's lines. Throws
     /// `.writeFailed` for invalid text or timeout (before any byte is written;
     /// the reason's prefix is stable, see `XTalkBleError.writeFailed`),
     /// `.notConnected`, `.notReady`, `.timeout`, `.cancelled` (task cancelled,

@@ -112,15 +112,24 @@ struct AtChannelStateMachine {
         var kind: Kind
         let timer: ChannelTimerID
         var lines: [String] = []
-        var responseStarted = false
+        /// The device echoed our line: every reply owed before it has ended.
+        var echoed = false
         var sawFinalCode = false
         var sawRaw = false
-        /// A reply line that arrived before our first byte (a late reply of an
-        /// earlier command) had no final result code yet: the next final code
-        /// is that reply's, not ours, and so is everything up to it.
-        var staleReplyOpen = false
         /// An `AT+RST` answered `OK`: it completes at `+READY` (`AtCommandPolicy.untilReady`).
         var awaitingReady = false
+
+        /// A line equal to ours after our own final result code is no echo.
+        var sawOwnResult: Bool { echoed && sawFinalCode }
+
+        /// What the device still owes if the transaction ends now.
+        var owedAnswer: StaleLineRules.OwedAnswer? {
+            switch kind {
+            case .command: awaitingReady || sawFinalCode ? nil : .reply
+            case .send(accepted: false): .sendReply
+            case .send(accepted: true): .sendFinish
+            }
+        }
     }
 
     /// A no-wait operation's isolation window.
@@ -130,11 +139,23 @@ struct AtChannelStateMachine {
             case send
         }
         let kind: Kind
+        /// The line written, for its echo.
+        let text: String
         let timer: ChannelTimerID
+        /// A no-wait send the device accepted (`OK`): its `+SENDFIN:` is next.
+        var accepted = false
         /// How a no-wait command's window ends: by the same command policy as
         /// `.automatic` (an `AT+RST` holds it from its `OK` until `+READY`).
         var policy: AtCommandPolicy = .finalResultCode
         var awaitingReady = false
+
+        /// What the device still owes if the window ends now.
+        var owedAnswer: StaleLineRules.OwedAnswer? {
+            switch kind {
+            case .command: awaitingReady ? nil : .reply
+            case .send: accepted ? .sendFinish : .sendReply
+            }
+        }
     }
 
     /// The quarantine after a timeout, cancellation or failed write.
@@ -148,6 +169,9 @@ struct AtChannelStateMachine {
         /// connection until then, so quiet before it does not end the drain.
         /// When it is set and `quietTimer` is nil, the quiet period has passed.
         var floorTimer: ChannelTimerID?
+        /// What the operation that ended leaves owed once its line, still
+        /// being written, has gone out (nothing if it is taken back).
+        var owedOnceWritten: StaleLineRules.OwedAnswer?
     }
 
     private enum State {
@@ -190,6 +214,11 @@ struct AtChannelStateMachine {
     private var outstandingWrite: ChannelWriteID?
     private var nextID: UInt64 = 0
     private var units: [FramedUnit] = []
+    /// Bytes a switch that waited hands back to be decoded in its encoding
+    /// (`LineFramer.switchEncoding(to:)`), and whether a batch of received
+    /// units is being handled (then they are handled after it).
+    private var replay: [UInt8] = []
+    private var receivingBatch = false
     private let drainQuiet: Duration
     private let drainBound: Duration
 
@@ -384,9 +413,10 @@ struct AtChannelStateMachine {
         let timer = ChannelTimerID(raw: makeID())
         write(text, into: &actions)
         actions.append(.startTimer(timer, window))
-        _ = staleLines.takeOpenReply()  // a window ends at the first final code, whoever's it is
         state = .isolation(
-            Isolation(kind: kind, timer: timer, policy: kind == .command ? AtCommandPolicy.of(text) : .finalResultCode))
+            Isolation(
+                kind: kind, text: text, timer: timer,
+                policy: kind == .command ? AtCommandPolicy.of(text) : .finalResultCode))
         return actions
     }
 
@@ -414,6 +444,16 @@ struct AtChannelStateMachine {
         if units.isEmpty { return actions }
         actions.reserveCapacity(units.count * 2 + 2)
         let batch = staleLines.batchStarts()
+        receivingBatch = true
+        handle(units, of: batch, into: &actions)
+        receivingBatch = false
+        if !replay.isEmpty { handleReplay(of: batch, into: &actions) }
+        return actions
+    }
+
+    private mutating func handle(
+        _ units: [FramedUnit], of batch: StaleLineRules.Batch, into actions: inout [ChannelAction]
+    ) {
         for unit in units {
             let stale = staleLines.nextUnitIsStale(in: batch)
             switch unit {
@@ -424,7 +464,17 @@ struct AtChannelStateMachine {
                 lineReceived(line, stale: stale, into: &actions)
             }
         }
-        return actions
+    }
+
+    /// Decodes again, in the encoding a switch that waited has just set, the
+    /// bytes received since it was asked for that formed no line in the old
+    /// one (they were received before any write since: `batch`, or now).
+    private mutating func handleReplay(of batch: StaleLineRules.Batch? = nil, into actions: inout [ChannelAction]) {
+        let bytes = replay
+        replay = []
+        var replayed: [FramedUnit] = []
+        framer.feed(bytes, into: &replayed)
+        handle(replayed, of: batch ?? staleLines.batchStarts(), into: &actions)
     }
 
     /// The driver finished writing a line.
@@ -434,7 +484,7 @@ struct AtChannelStateMachine {
         guard outstandingWrite == id else { return [] }
         outstandingWrite = nil
         var actions: [ChannelAction] = []
-        startDeferredDrain(into: &actions)
+        startDeferredDrain(lineWentOut: true, into: &actions)
         return actions
     }
 
@@ -462,17 +512,19 @@ struct AtChannelStateMachine {
         outstandingWrite = nil
         var actions: [ChannelAction] = []
         switch state {
+        // (Nothing is owed for a line the link refused: the device got none
+        // of it, or a piece that joins its next line, answered once.)
         case .transaction(let transaction):
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(transaction.id, .writeFailed(reason)))
             endTransaction(transaction)
-            startDrain(into: &actions)
+            startDrain(leaving: nil, into: &actions)
         case .isolation(let isolation):
             actions.append(.cancelTimer(isolation.timer))
-            startDrain(into: &actions)
+            startDrain(leaving: nil, into: &actions)
         case .draining:
             // Part of the line may have gone out: quarantine from now.
-            startDeferredDrain(into: &actions)
+            startDeferredDrain(lineWentOut: false, into: &actions)
         case .idle, .closed:
             break  // (idle: a window that closed before its line was confirmed)
         case .modifying: Self.modifyingEscaped()
@@ -480,10 +532,13 @@ struct AtChannelStateMachine {
         return actions
     }
 
-    /// Starts the timers of a drain that waited for our line to be written.
-    private mutating func startDeferredDrain(into actions: inout [ChannelAction]) {
+    /// Starts the timers of a drain that waited for our line to be written
+    /// (`lineWentOut`: whole; then what its operation left unanswered is owed).
+    private mutating func startDeferredDrain(lineWentOut: Bool, into actions: inout [ChannelAction]) {
         switch state {
         case .draining(var drain) where drain.boundTimer == nil:
+            if lineWentOut, let owed = drain.owedOnceWritten { staleLines.answerLeftOwed(owed) }
+            drain.owedOnceWritten = nil
             drain.quietTimer = startTimer(drainQuiet, into: &actions)
             drain.boundTimer = startTimer(drainBound, into: &actions)
             state = .draining(drain)
@@ -505,19 +560,22 @@ struct AtChannelStateMachine {
                 actions.append(.succeed(transaction.id, transaction.lines))
                 // A window that ended cleanly needs no quarantine; garbage,
                 // a missing final code or a partial line might be followed by more.
+                // Without its final code, the command's answer is still owed:
+                // the next command's answer comes after it (PROTOCOL.md section 6).
                 if transaction.sawFinalCode && !transaction.sawRaw && !framer.hasPartialLine {
                     becomeIdle(into: &actions)
                 } else {
-                    startDrain(into: &actions)
+                    startDrain(leaving: transaction.sawFinalCode ? nil : .reply, into: &actions)
                 }
             case .command(.automatic, _), .send:
                 actions.append(.fail(transaction.id, .timeout))
-                startDrain(into: &actions)
+                startDrain(leaving: transaction.owedAnswer, into: &actions)
             }
         case .isolation(let isolation) where isolation.timer == id:
-            startDrain(into: &actions)
+            startDrain(leaving: isolation.owedAnswer, into: &actions)
         case .draining(var drain):
             if drain.boundTimer == id {
+                // Not quiet: what the device owes may still come (it keeps its place).
                 if let quiet = drain.quietTimer { actions.append(.cancelTimer(quiet)) }
                 if let floor = drain.floorTimer { actions.append(.cancelTimer(floor)) }
                 becomeIdle(into: &actions)
@@ -532,6 +590,7 @@ struct AtChannelStateMachine {
                     state = .draining(drain)
                 } else {
                     if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
+                    staleLines.nothingOwed()
                     becomeIdle(into: &actions)
                 }
             } else if drain.floorTimer == id {
@@ -539,6 +598,7 @@ struct AtChannelStateMachine {
                 if drain.quietTimer == nil {
                     // Quiet already: the quarantine is over.
                     if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
+                    staleLines.nothingOwed()
                     becomeIdle(into: &actions)
                 } else {
                     state = .draining(drain)
@@ -562,7 +622,7 @@ struct AtChannelStateMachine {
             actions.append(.cancelTimer(transaction.timer))
             actions.append(.fail(id, .cancelled))
             endTransaction(transaction)
-            startDrain(into: &actions)
+            startDrain(leaving: transaction.owedAnswer, into: &actions)
         case .idle, .transaction, .isolation, .draining, .closed:
             // (Also a granted session: its caller's cancellation may be
             // reported after the grant; the session ends when its closure returns.)
@@ -598,6 +658,9 @@ struct AtChannelStateMachine {
         switch state {
         case .transaction, .isolation:
             pendingEncoding = encoding == framer.encoding ? nil : encoding
+            // Bytes from now on that form no line in the current encoding were
+            // sent in the new one: decoded again when the switch applies.
+            if pendingEncoding != nil { framer.markSwitchRequest() }
         case .idle, .draining, .closed:
             pendingEncoding = nil
             guard encoding != framer.encoding else { return }
@@ -607,12 +670,15 @@ struct AtChannelStateMachine {
         }
     }
 
-    /// Applies a switch that waited for the wire to be free.
-    private mutating func applyPendingEncoding() {
+    /// Applies a switch that waited for the wire to be free (call with the
+    /// state already idle or draining): the bytes received since it was asked
+    /// for that formed no line in the old encoding are decoded in the new one.
+    private mutating func applyPendingEncoding(into actions: inout [ChannelAction]) {
         guard let encoding = pendingEncoding else { return }
         pendingEncoding = nil
-        framer.reset(encoding: encoding)
+        replay = framer.switchEncoding(to: encoding)
         staleLines.framerReset()
+        if !replay.isEmpty && !receivingBatch { handleReplay(into: &actions) }
     }
 
     /// The link is gone: everything pending fails with `error`, buffered bytes
@@ -713,14 +779,12 @@ struct AtChannelStateMachine {
 
     /// A response line that arrived (in part) before the current operation's
     /// first byte: never its response, but a reply it leaves open makes the
-    /// next final code not ours.
+    /// next final code not ours, and a final code pays the oldest reply owed.
     private mutating func staleResponseLine(finalCode: FinalResultCode?) {
         switch state {
-        case .transaction(var transaction):
-            state = .modifying
-            transaction.staleReplyOpen = finalCode == nil
-            state = .transaction(transaction)
-        case .idle, .isolation, .draining, .closed:
+        case .transaction, .isolation:
+            staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+        case .idle, .draining, .closed:
             break
         case .modifying: Self.modifyingEscaped()
         }
@@ -734,18 +798,23 @@ struct AtChannelStateMachine {
             // still shares its storage would copy the whole array for every line.
             // Every path below stores the transaction back or ends it.
             state = .modifying
-            let isEcho = !transaction.responseStarted && line == transaction.text
-            if transaction.staleReplyOpen && !isEcho {
-                // The rest of a late reply that began before our first byte: an
-                // event only, up to and including its final code. (Our own echo
-                // shows the device has moved on to our command.)
-                if finalCode != nil { transaction.staleReplyOpen = false }
+            if line == transaction.text && !transaction.awaitingReady && !transaction.sawOwnResult {
+                // Our echo: the device answers in order, so every reply it owed
+                // before our line has ended, and whatever a command collected
+                // before it was an earlier reply's (an event only).
+                transaction.echoed = true
+                transaction.lines.removeAll()
+                transaction.sawFinalCode = false
+                transaction.sawRaw = false
+                staleLines.deviceReachedCurrentLine()
                 state = .transaction(transaction)
                 return
             }
-            transaction.staleReplyOpen = false
-            transaction.responseStarted = true
-            if isEcho {
+            if staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode) {
+                // The rest of a reply the device owed an earlier line, or the echo
+                // that begins one: an event only, up to and including its final
+                // code (PROTOCOL.md section 6).
+                staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
                 state = .transaction(transaction)
                 return
             }
@@ -782,15 +851,32 @@ struct AtChannelStateMachine {
                     actions.append(.fail(transaction.id, .writeFailed("the device rejected the frame: \(line)")))
                     becomeIdle(into: &actions)
                 case nil:
+                    // An RF send is answered OK or ERROR alone: another line begins
+                    // a reply the device owed an earlier command, up to its final code.
+                    staleLines.ownerlessResponseLine(final: false)
                     state = .transaction(transaction)
                 }
             case .send(accepted: true):
+                // Accepted: the send's own answer is complete; any reply now is another's.
+                staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
                 state = .transaction(transaction)
             }
         case .isolation(var isolation):
+            if line == isolation.text && !isolation.awaitingReady {
+                staleLines.deviceReachedCurrentLine()  // our echo: every earlier reply has ended
+                return
+            }
+            if (staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode)) && !isolation.awaitingReady {
+                // A reply the device owed an earlier line: the window waits for its own result.
+                staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+                return
+            }
             switch (isolation.kind, finalCode) {
             case (.command, .some) where isolation.awaitingReady:
                 break  // the device is rebooting: an event only
+            case (.send, .ok):
+                isolation.accepted = true
+                state = .isolation(isolation)
             case (.command, .ok) where isolation.policy == .untilReady:
                 // An `AT+RST` accepted: the window stays open until `+READY`.
                 isolation.awaitingReady = true
@@ -799,7 +885,7 @@ struct AtChannelStateMachine {
                 // The no-wait operation's result arrived: the window closes.
                 actions.append(.cancelTimer(isolation.timer))
                 becomeIdle(into: &actions)
-            case (.command, nil), (.send, nil), (.send, .ok):
+            case (.command, nil), (.send, nil):
                 break
             }
         case .draining(var drain):
@@ -815,8 +901,15 @@ struct AtChannelStateMachine {
         }
     }
 
+    /// A device's echo of a command line other than the one on the wire (no
+    /// answer line begins with `AT`): the start of an earlier line's reply.
+    private static func isEchoOfAnotherLine(_ line: String, _ finalCode: FinalResultCode?) -> Bool {
+        finalCode == nil && line.utf8.starts(with: "AT".utf8)
+    }
+
     /// `+READY`: completes an `AT+RST` that waits for it (an event otherwise).
     private mutating func readyReceived(into actions: inout [ChannelAction]) {
+        staleLines.nothingOwed()  // the MCU rebooted: it owes nothing it owed before
         if case .isolation(let isolation) = state, isolation.awaitingReady {
             actions.append(.cancelTimer(isolation.timer))
             becomeIdle(into: &actions)
@@ -832,8 +925,9 @@ struct AtChannelStateMachine {
     private mutating func sendFinished(failure: String?, into actions: inout [ChannelAction]) {
         switch state {
         case .transaction(let transaction):
-            // Only after our `OK`: an earlier `+SENDFIN:` belongs to an older frame.
-            guard case .send(accepted: true) = transaction.kind else { return }
+            // One the device owed an earlier send is that send's; and only after
+            // our `OK`: an earlier `+SENDFIN:` belongs to an older frame.
+            guard !staleLines.sendFinishedArrived(), case .send(accepted: true) = transaction.kind else { return }
             actions.append(.cancelTimer(transaction.timer))
             if let failure {
                 actions.append(.fail(transaction.id, .writeFailed("the radio could not send the frame: \(failure)")))
@@ -842,9 +936,12 @@ struct AtChannelStateMachine {
             }
             becomeIdle(into: &actions)
         case .isolation(let isolation) where isolation.kind == .send:
+            guard !staleLines.sendFinishedArrived() else { return }
             actions.append(.cancelTimer(isolation.timer))
             becomeIdle(into: &actions)
-        case .idle, .isolation, .draining, .closed:
+        case .idle, .isolation, .draining:
+            _ = staleLines.sendFinishedArrived()
+        case .closed:
             break
         case .modifying: Self.modifyingEscaped()
         }
@@ -877,8 +974,8 @@ struct AtChannelStateMachine {
     /// Quarantines the channel. While our line is still being written, the
     /// driver is asked to take it back (if it has not started) and the
     /// quarantine waits for it; otherwise it starts now.
-    private mutating func startDrain(into actions: inout [ChannelAction]) {
-        applyPendingEncoding()
+    /// `owed`: what the operation that ended leaves unanswered, owed once its line is out.
+    private mutating func startDrain(leaving owed: StaleLineRules.OwedAnswer?, into actions: inout [ChannelAction]) {
         if faults.skipsDrain {
             outstandingWrite = nil
             becomeIdle(into: &actions)
@@ -886,12 +983,14 @@ struct AtChannelStateMachine {
         }
         if let pending = outstandingWrite {
             actions.append(.withdrawWrite(pending))
-            state = .draining(Drain(quietTimer: nil, boundTimer: nil))
-            return
+            state = .draining(Drain(quietTimer: nil, boundTimer: nil, owedOnceWritten: owed))
+        } else {
+            if let owed { staleLines.answerLeftOwed(owed) }
+            let bound = startTimer(drainBound, into: &actions)
+            let quiet = startTimer(drainQuiet, into: &actions)
+            state = .draining(Drain(quietTimer: quiet, boundTimer: bound))
         }
-        let bound = startTimer(drainBound, into: &actions)
-        let quiet = startTimer(drainQuiet, into: &actions)
-        state = .draining(Drain(quietTimer: quiet, boundTimer: bound))
+        applyPendingEncoding(into: &actions)
     }
 
     /// Bookkeeping when a transaction ends, whichever way.
@@ -901,7 +1000,7 @@ struct AtChannelStateMachine {
 
     private mutating func becomeIdle(into actions: inout [ChannelAction]) {
         state = .idle
-        applyPendingEncoding()
+        applyPendingEncoding(into: &actions)
         pump(into: &actions)
     }
 
@@ -916,17 +1015,13 @@ struct AtChannelStateMachine {
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
                 state = .transaction(
-                    Transaction(
-                        id: pending.id, text: text, kind: .command(mode: mode, log: log),
-                        timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
+                    Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer))
                 return
             case .send(let text, let timeout):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
                 state = .transaction(
-                    Transaction(
-                        id: pending.id, text: text, kind: .send(accepted: false),
-                        timer: timer, staleReplyOpen: staleLines.takeOpenReply()))
+                    Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer))
                 return
             }
         }

@@ -44,6 +44,36 @@ struct LineFramer {
     /// The last byte received on this stream, still encoded.
     private var lastByte: UInt8?
 
+    /// Where the bytes received since a switch was asked for begin in
+    /// `pending` (`markSwitchRequest()`), and the byte received just before
+    /// them; nil when no switch is waiting.
+    private var requestMark: (offset: Int, before: UInt8?)?
+
+    /// A switch to another encoding was asked for, to apply later
+    /// (`switchEncoding(to:)`): bytes from now on that form no line in the
+    /// current encoding are decoded in the new one.
+    mutating func markSwitchRequest() {
+        requestMark = (pending.count, pending.last ?? lastByte)
+    }
+
+    /// Applies a switch asked for earlier (`markSwitchRequest()`), as
+    /// `reset(encoding:)` does, and returns the bytes received since the
+    /// request that formed no line in the old encoding (the device was
+    /// already sending in the new one): the caller feeds them again. Without
+    /// a request, it is `reset(encoding:)` and returns nothing.
+    mutating func switchEncoding(to encoding: XTalkAtEncoding) -> [UInt8] {
+        guard let mark = requestMark, mark.offset < pending.count else {
+            requestMark = nil
+            reset(encoding: encoding)
+            return []
+        }
+        requestMark = nil
+        let replay = Array(pending[mark.offset...])
+        lastByte = mark.before
+        reset(encoding: encoding)
+        return replay
+    }
+
     /// Switches the encoding and discards the buffered partial line. The rest
     /// of that line, when it arrives, is delivered as `.raw`: a fragment is
     /// not a line (it would otherwise pose as one, e.g. the tail of a `+DI:`).
@@ -56,6 +86,7 @@ struct LineFramer {
     /// line end where the device had none; and a switch to the encoding
     /// already in use re-judges nothing but the same bytes.
     mutating func reset(encoding: XTalkAtEncoding) {
+        requestMark = nil
         self.encoding = encoding
         if let lastByte { discarding = lastByte != 0x0A ^ encoding.key }
         pending.removeAll(keepingCapacity: true)
@@ -64,6 +95,7 @@ struct LineFramer {
     /// Discards the buffered partial line and anything after it (a disconnect:
     /// the next bytes start a new stream).
     mutating func reset() {
+        requestMark = nil
         discarding = false
         lastByte = nil
         pending.removeAll(keepingCapacity: true)
@@ -84,6 +116,10 @@ struct LineFramer {
         var start = 0
         let end = buffer.count
         guard let base = buffer.baseAddress, end > 0 else { return }
+        if requestMark != nil, memchr(base, Int32(lf), end) != nil {
+            // A line ends in this chunk: every byte left buffered after it came after the request.
+            requestMark = (0, lf)
+        }
         lastByte = base[end - 1]
         while start < end {
             // Scan the still-encoded bytes for the encoded LF (memchr: vectorised,
@@ -144,6 +180,11 @@ struct LineFramer {
     /// Delivers the first 4096 buffered bytes as raw and keeps the remainder.
     private mutating func flushOverflow(into units: inout [FramedUnit]) {
         units.append(.raw(Data(pending[0..<Self.maxLineLength])))
+        if let mark = requestMark {
+            requestMark =
+                mark.offset > Self.maxLineLength
+                ? (mark.offset - Self.maxLineLength, mark.before) : (0, pending[Self.maxLineLength - 1])
+        }
         pending.removeFirst(Self.maxLineLength)
     }
 

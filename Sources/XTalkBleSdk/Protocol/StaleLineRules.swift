@@ -13,12 +13,35 @@ struct StaleLineRules {
     /// True when the framer held a partial line as the current operation began:
     /// the unit that completes it arrived (in part) before our first byte.
     private var staleTail = false
-    /// A response line arrived while no command owned the wire (a late reply
-    /// of an earlier command, while idle or draining) and its final result
-    /// code has not: the next command's first final code is that reply's,
-    /// not its own. (Should none come, the command times out: a typed
-    /// failure, never another command's lines.)
-    private var orphanReplyOpen = false
+    /// The replies the device still owes, oldest first, for lines of ours
+    /// whose operations ended without their answers (a timeout, a
+    /// cancellation, a window that closed first), or for a reply that began
+    /// while no command owned the wire. The device answers in order, so the
+    /// next final result codes to arrive are those, not the next operation's
+    /// (`true`: an RF send's, whose `OK` makes a `+SENDFIN:` owed). Cleared
+    /// when the device shows it has caught up (our own echo, `+READY`) or the
+    /// channel was quiet for the drain period; a drain that ends at its bound,
+    /// with bytes still arriving, keeps them. (Should the device never send
+    /// one, the next operation times out rather than take another's lines,
+    /// and its drain clears the debt once the channel is quiet.)
+    private var owedReplies: [Bool] = []
+    /// `+SENDFIN:` lines the device still owes for RF sends it accepted and
+    /// whose operations ended without them: the next ones to arrive are those.
+    private(set) var owedSendFinishes = 0
+
+    /// What an operation that ended without its answer leaves owed.
+    enum OwedAnswer: Equatable, Sendable {
+        /// A command's reply, up to its final result code.
+        case reply
+        /// An RF send's `OK` or `ERROR`, and after an `OK` its `+SENDFIN:`.
+        case sendReply
+        /// The `+SENDFIN:` of an RF send the device accepted.
+        case sendFinish
+    }
+
+    /// True while a final result code the device owes an earlier line is still to come.
+    var owesReply: Bool { !owedReplies.isEmpty }
+
     /// Set when a `log: false` command ended: lines that arrive before the
     /// next operation starts may still be its own, so they stay out of logs.
     private var sensitiveAftermath = false
@@ -42,12 +65,16 @@ struct StaleLineRules {
     /// received before the current operation is left to complete.
     mutating func framerReset() {
         staleTail = false
+        // Across a switch, answers owed may come in either encoding, and those
+        // in the other one never decode as lines: a count of them is no longer
+        // to be trusted (the drain's quiet rule alone keeps late lines out).
+        nothingOwed()
     }
 
     /// The link is gone: no line of it is left to complete or answer.
     mutating func connectionEnded() {
         staleTail = false
-        orphanReplyOpen = false
+        nothingOwed()
     }
 
     // MARK: Received units
@@ -102,19 +129,49 @@ struct StaleLineRules {
 
     // MARK: Late replies
 
-    /// A response line arrived while no command owned the wire. `final`: it
-    /// carried a final result code. A reply left open makes the next
-    /// command's first final code that reply's. (A drain that ends at its
-    /// bound in the middle of a reply leaves it open.)
-    mutating func ownerlessResponseLine(final: Bool) {
-        orphanReplyOpen = !final
+    /// A response line that is no operation's own: it arrived while no
+    /// command owned the wire (idle, draining), before the current
+    /// operation's first byte, while an answer was owed, or it cannot be the
+    /// current RF send's. A final result code (`final`) pays the oldest
+    /// reply owed (`ok`: it was `OK`); a line without one begins a reply whose
+    /// final code is owed, if none was.
+    mutating func ownerlessResponseLine(final: Bool, ok: Bool = false) {
+        if final {
+            guard !owedReplies.isEmpty else { return }
+            if owedReplies.removeFirst() && ok { owedSendFinishes += 1 }
+        } else if owedReplies.isEmpty {
+            owedReplies.append(false)
+        }
     }
 
-    /// An operation takes the wire: whether a late reply is still open (the
-    /// flag is cleared). A no-wait window ignores the answer, since it ends
-    /// at the first final code, whoever's it is.
-    mutating func takeOpenReply() -> Bool {
-        defer { orphanReplyOpen = false }
-        return orphanReplyOpen
+    /// A `+SENDFIN:` line arrived; returns true when it is one the device
+    /// owed an earlier send (then it is not the current send's).
+    mutating func sendFinishedArrived() -> Bool {
+        guard owedSendFinishes > 0 else { return false }
+        owedSendFinishes -= 1
+        return true
+    }
+
+    /// An operation whose line went out ended without its answer.
+    mutating func answerLeftOwed(_ answer: OwedAnswer) {
+        switch answer {
+        case .reply: owedReplies.append(false)
+        case .sendReply: owedReplies.append(true)
+        case .sendFinish: owedSendFinishes += 1
+        }
+    }
+
+    /// The device echoed the current operation's line: it answers in order,
+    /// so every earlier reply has ended (a `+SENDFIN:` of a frame on air may
+    /// still follow).
+    mutating func deviceReachedCurrentLine() {
+        owedReplies.removeAll()
+    }
+
+    /// The channel was quiet for the drain period, the device rebooted
+    /// (`+READY`), or the link ended: nothing earlier is owed any more.
+    mutating func nothingOwed() {
+        owedReplies.removeAll()
+        owedSendFinishes = 0
     }
 }

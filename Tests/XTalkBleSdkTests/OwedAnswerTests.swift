@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+@testable import XTalkBleSdk
+
+/// Answers the device still owes lines whose operations ended without them
+/// (PROTOCOL.md section 6): the device answers in order, so the next final
+/// result codes are those, never the next operation's; and a switch that
+/// waited for the wire decodes in its encoding what arrived meanwhile.
+@Suite("AT channel: answers still owed, and bytes of a switch that waited", .timeLimit(.minutes(1)))
+struct OwedAnswerTests {
+    /// Ends the drain at its bound: a line still arriving keeps it from being quiet.
+    static func drainUntilBound(_ h: inout ChannelHarness) {
+        h.receive("+DI:data=0")
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)  // not quiet: a line is arriving
+        #expect(h.machine.isDraining)
+        h.fire(AtChannelStateMachine.defaultDrainBound)
+        h.receive("1\r\n")  // the radio frame ends
+    }
+
+    @Test("a reply owed past a drain that hit its bound goes to no later command")
+    func owedAfterBound() {
+        var h = ChannelHarness()
+        let slow = h.command("AT+SLOW", timeout: .milliseconds(100))
+        let next = h.command("AT+PING=b")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[slow] == .failure(.timeout))
+        Self.drainUntilBound(&h)
+        #expect(h.writtenLines == ["AT+SLOW\r\n", "AT+PING=b\r\n"])
+        h.completeWrites()
+        h.receive("+SLOW:1\r\nOK\r\n")  // the late reply: events only
+        #expect(h.outcomes[next] == nil)
+        h.receive("+PING:b\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:b", "OK"]))
+        #expect(h.lineEvents.suffix(4) == ["+SLOW:1", "OK", "+PING:b", "OK"])
+    }
+
+    @Test("a collect window that closed before its final code leaves its answer owed")
+    func collectWindowLeavesItsAnswerOwed() {
+        var h = ChannelHarness()
+        let window = h.command("AT+PING=t4", timeout: .milliseconds(250), mode: .collectUntilTimeout)
+        let next = h.command("AT+PING=t6")
+        h.completeWrites()
+        h.fire(.milliseconds(250))
+        #expect(h.outcomes[window] == .success([]))
+        #expect(h.machine.isDraining, "no final code: its answer may still come")
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        h.receive("+PING:t4\r\nOK\r\n")
+        #expect(h.outcomes[next] == nil)
+        h.receive("+PING:t6\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:t6", "OK"]))
+    }
+
+    @Test("our own echo ends every reply owed before it; what a window collected before it was another's")
+    func echoEndsEarlierReplies() {
+        var h = ChannelHarness()
+        let window = h.command("AT+PING=t4", timeout: .milliseconds(250), mode: .collectUntilTimeout)
+        h.completeWrites()
+        h.receive("+PING:t3\r\nOK\r\nAT+PING=t4\r\n")
+        h.fire(.milliseconds(250))
+        #expect(h.outcomes[window] == .success([]))
+        #expect(h.machine.isDraining, "its own final code never came")
+
+        // Owed replies end at the echo: the command's own lines follow it.
+        var g = ChannelHarness()
+        g.command("AT+SLOW", timeout: .milliseconds(100))
+        let next = g.command("AT+PING=b")
+        g.completeWrites()
+        g.fire(.milliseconds(100))
+        Self.drainUntilBound(&g)
+        g.completeWrites()
+        g.receive("AT+PING=b\r\n+PING:b\r\nOK\r\n")  // the device never answered AT+SLOW
+        #expect(g.outcomes[next] == .success(["+PING:b", "OK"]))
+    }
+
+    @Test("an RF send skips an earlier send's late OK and +SENDFIN:, and any other reply")
+    func sendSkipsOwedAnswers() {
+        var h = ChannelHarness()
+        let first = h.send("0102", timeout: .milliseconds(200))
+        let second = h.send("0304")
+        h.completeWrites()
+        h.fire(.milliseconds(200))
+        #expect(h.outcomes[first] == .failure(.timeout))
+        Self.drainUntilBound(&h)
+        #expect(h.writtenLines.last == "AT+SEND=0304\r\n")
+        h.completeWrites()
+        h.receive("+PING:t8\r\nOK\r\n")  // a reply no send gives: up to its final code, another's
+        h.receive("OK\r\n+SENDFIN:FAIL,CAD_BUSY\r\n")  // the first send's
+        #expect(h.outcomes[second] == nil)
+        h.receive("OK\r\n+SENDFIN:OK\r\n")
+        #expect(h.outcomes[second] == .success([]))
+    }
+
+    @Test("the echo of another command line begins that line's reply: up to its final code, not ours")
+    func echoOfAnotherLine() {
+        var h = ChannelHarness()
+        let probe = h.command("AT+AUTH?")
+        h.completeWrites()
+        h.receive("AT+SEND=0102\r\nOK\r\n")  // an RF send's late echo and OK
+        #expect(h.outcomes[probe] == nil)
+        h.receive("AT+AUTH?\r\n+AUTH:1\r\nOK\r\n")
+        #expect(h.outcomes[probe] == .success(["+AUTH:1", "OK"]))
+    }
+
+    @Test("a drain that ends quiet owes nothing: a command the device never answered costs no later one")
+    func quietClearsWhatWasOwed() {
+        var h = ChannelHarness()
+        h.command("AT+SILENT", timeout: .milliseconds(100))
+        let next = h.command("AT")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.completeWrites()
+        h.receive("OK\r\n")
+        #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    @Test("an encoding switch ends the count: answers in the other encoding never decode as lines")
+    func switchClearsWhatWasOwed() {
+        var h = ChannelHarness()
+        h.command("AT+SILENT", timeout: .milliseconds(100))
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        Self.drainUntilBound(&h)
+        h.machine.setEncoding(.xor)
+        h.receive("\r\n")  // the device's line end, in the new encoding
+        let next = h.command("AT")
+        h.completeWrites()
+        h.receive("OK\r\n")
+        #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    @Test("a no-wait window ends at its own result, not at a reply owed an earlier line")
+    func noWaitWaitsForItsOwn() throws {
+        var h = ChannelHarness()
+        h.command("AT+SLOW", timeout: .milliseconds(100))
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        Self.drainUntilBound(&h)
+        #expect(h.machine.isIdle)
+        h.apply(try h.machine.startNoWaitCommand("AT+PING=n", window: .seconds(3), owner: nil))
+        h.completeWrites()
+        h.receive("OK\r\n")  // AT+SLOW's
+        #expect(throws: XTalkBleError.busy) { try h.machine.startNoWaitCommand("AT", window: .seconds(3), owner: nil) }
+        h.receive("+PING:n\r\nOK\r\n")
+        #expect(h.machine.isIdle)
+    }
+
+    @Test("+READY: a rebooted device owes nothing")
+    func readyClearsWhatWasOwed() {
+        var h = ChannelHarness()
+        h.command("AT+SLOW", timeout: .milliseconds(100))
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        Self.drainUntilBound(&h)
+        h.receive("+READY\r\n")
+        let next = h.command("AT")
+        h.completeWrites()
+        h.receive("OK\r\n")
+        #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    // MARK: A switch that waited for the wire
+
+    @Test("bytes that formed no line while a switch waited are decoded in the new encoding")
+    func switchThatWaitedDecodesWhatCameMeanwhile() {
+        var h = ChannelHarness()
+        let send = h.send("0102", timeout: .milliseconds(200))
+        h.completeWrites()
+        h.machine.setEncoding(.xor)  // asked for while the send owns the wire: it waits
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("+DI:cnt=1,data=0A0B\r\n+DI:cnt=2,data=0C"))
+        #expect(!h.events.contains { if case .radioFrame = $0 { true } else { false } })
+        h.fire(.milliseconds(200))
+        #expect(h.outcomes[send] == .failure(.timeout))
+        h.receiveBytes(XTalkAtEncoding.xor.encodeText("0D\r\n"))
+        let frames = h.events.compactMap { event -> Data? in
+            if case .radioFrame(let payload, _) = event { payload } else { nil }
+        }
+        #expect(frames == [Data([0x0A, 0x0B]), Data([0x0C, 0x0D])])
+    }
+
+    @Test("the framer hands back only what arrived after the request, and nothing without one")
+    func framerReplay() {
+        var framer = LineFramer(encoding: .plain)
+        var units: [FramedUnit] = []
+        // The device's lines in xor, read as plain: no line end, one partial line.
+        framer.feed(XTalkAtEncoding.xor.encodeText("+ID:0\r\n"), into: &units)
+        framer.markSwitchRequest()
+        // (No "P" in them: its xor form is the plain LF.)
+        framer.feed(XTalkAtEncoding.xor.encodeText("+ID:1\r\n+I"), into: &units)
+        #expect(units.isEmpty)
+        let replay = framer.switchEncoding(to: .xor)
+        #expect(replay == XTalkAtEncoding.xor.encodeText("+ID:1\r\n+I"))
+        framer.feed(replay, into: &units)
+        framer.feed(XTalkAtEncoding.xor.encodeText("D:2\r\n"), into: &units)
+        #expect(units.compactMap { if case .line(let l) = $0 { l } else { nil } } == ["+ID:1", "+ID:2"])
+
+        // A line ended in the old encoding: only the bytes after it come back.
+        var other = LineFramer(encoding: .plain)
+        other.markSwitchRequest()
+        other.feed(Array("OK\r\nAB".utf8), into: &units)
+        #expect(other.switchEncoding(to: .xor) == Array("AB".utf8))
+        // No request: a plain reset.
+        var plain = LineFramer(encoding: .plain)
+        plain.feed(Array("AB".utf8), into: &units)
+        #expect(plain.switchEncoding(to: .xor).isEmpty)
+    }
+}
