@@ -28,17 +28,22 @@ struct BlueZSeedSessionTests {
         let result = try #require(session.ble.scanResults.first)
         #expect(result.displayName == "xTalk-0001 (C0:FF:EE:00:00:01)")
 
-        // 2. .connected, then atReady.
+        // 2. .connected, then atReady. Recorded as each state change is
+        // delivered (`onEvent`, in order, on the main actor), with the
+        // readiness at that moment: a poller can miss a state that lasts one
+        // main-actor turn (the two steps may land in one turn on a loaded
+        // machine), the client's own delivery cannot.
         var readiness: [String] = []
-        session.connect(result)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
-            let now = "\(session.ble.connectionState) atReady=\(session.ble.atReady)"
-            if readiness.last != now { readiness.append(now) }
-            if session.ble.atReady { break }
-            try await Task.sleep(for: .milliseconds(1))
+        session.ble.onEvent = { [weak ble = session.ble] event in
+            guard let ble, case .connectionStateChanged(let state) = event else { return }
+            readiness.append("\(state) atReady=\(ble.atReady)")
         }
-        #expect(readiness == ["connecting atReady=false", "connected atReady=false", "connected atReady=true"])
+        session.connect(result)
+        #expect(await eventually { session.ble.atReady })
+        session.ble.onEvent = nil
+        // (Connecting ends the scan first: `.idle`.)
+        #expect(readiness == ["idle atReady=false", "connecting atReady=false", "connected atReady=false"])
+        #expect(session.ble.connectionState == .connected)
 
         // 3. A failed authentication cannot enter the business flow; a successful one shows the DID.
         peripheral.device.firmware.faults.wrongSignature = true
