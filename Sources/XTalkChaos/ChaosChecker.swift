@@ -395,6 +395,8 @@ private final class RecordChecker {
     /// Device commands by the command line they came from, and how.
     private var ownedCommands: [ObjectIdentifier: [(XTalkDeviceRecord.Command, Relation)]] = [:]
     private var owners: [Int: (WireCommand, Relation)] = [:]
+    /// When the device read each command, by number.
+    private var readAt: [Int: Duration] = [:]
     /// Emissions a late reply already excused.
     private var consumed: Set<Int> = []
     private(set) var lateReplies = 0
@@ -428,6 +430,7 @@ private final class RecordChecker {
         }
         assignWriteTimes()
         for command in record.commands {
+            readAt[command.number] = command.at
             guard let owner = owner(of: command) else { continue }
             owners[command.number] = owner
             ownedCommands[ObjectIdentifier(owner.0), default: []].append((command, owner.1))
@@ -585,21 +588,22 @@ private final class RecordChecker {
                 ?? .violation("succeeded, but the device did not send it")
         case .accepted:
             if written != nil { return .strict }
-            // The pump held the line for a ready flag a lost callback left false, and
-            // the link ended (the app's disconnect, or a loss) before the pump writes
-            // anyway: the flag was stuck at the call and still at the link's end.
-            if let down = scenario.linkDowns.first(where: { $0 >= wire.madeAt }),
-                down <= wire.madeAt + ChaosScenario.writeAnywayBound,
-                record.readyFlagWasStuck(from: wire.madeAt, to: wire.madeAt),
-                record.readyFlagWasStuck(from: down, to: down)
-            {
-                return .excused("ready flag stuck")
-            }
-            // Out of range from the call until the phone gave the link up: no credit came back.
-            if let down = scenario.linkDowns.first(where: { $0 >= wire.madeAt }),
-                record.wasUnreachable(from: wire.madeAt, to: wire.madeAt), record.wasUnreachable(from: down, to: down)
-            {
-                return .excused("device out of range")
+            if let down = scenario.linkDowns.first(where: { $0 >= wire.madeAt }) {
+                // The pump held the line for a ready flag a lost callback left false, and
+                // the link ended (the app's disconnect, or a loss) before the pump writes
+                // anyway: the flag was stuck at the call and still at the link's end.
+                if down <= wire.madeAt + ChaosScenario.writeAnywayBound,
+                    record.readyFlagWasStuck(from: wire.madeAt, to: wire.madeAt),
+                    record.readyFlagWasStuck(from: down, to: down)
+                {
+                    return .excused("ready flag stuck")
+                }
+                // Out of range from the call until the phone gave the link up: no credit came back.
+                if record.wasUnreachable(from: wire.madeAt, to: wire.madeAt),
+                    record.wasUnreachable(from: down, to: down)
+                {
+                    return .excused("device out of range")
+                }
             }
             return .violation("a no-wait call returned, but its line never reached the link")
         case .failed(let error):
@@ -865,7 +869,7 @@ private final class RecordChecker {
         // reply-delay fault) or the link's (the answer queued behind other notifications).
         // (A device that took longer than the quiet period to process the line
         // answers after a drain that ended quiet: its record shows when it read it.)
-        let processing = record.commands.first { $0.number == command }.map { emission.at - $0.at } ?? .zero
+        let processing = readAt[command].map { emission.at - $0 } ?? .zero
         guard
             scenario.delaysReplies || first - emission.at > ChaosScenario.drainQuiet || relation == .cut
                 || owner.epoch < connection || processing > ChaosScenario.drainQuiet

@@ -565,7 +565,7 @@ struct AtChannelStateMachine {
                 if transaction.sawFinalCode && !transaction.sawRaw && !framer.hasPartialLine {
                     becomeIdle(into: &actions)
                 } else {
-                    startDrain(leaving: transaction.sawFinalCode ? nil : .reply, into: &actions)
+                    startDrain(leaving: transaction.owedAnswer, into: &actions)
                 }
             case .command(.automatic, _), .send:
                 actions.append(.fail(transaction.id, .timeout))

@@ -62,12 +62,11 @@ struct LineFramer {
     /// already sending in the new one): the caller feeds them again. Without
     /// a request, it is `reset(encoding:)` and returns nothing.
     mutating func switchEncoding(to encoding: XTalkAtEncoding) -> [UInt8] {
+        // (`reset(encoding:)` drops the mark.)
         guard let mark = requestMark, mark.offset < pending.count else {
-            requestMark = nil
             reset(encoding: encoding)
             return []
         }
-        requestMark = nil
         let replay = Array(pending[mark.offset...])
         lastByte = mark.before
         reset(encoding: encoding)
@@ -116,10 +115,6 @@ struct LineFramer {
         var start = 0
         let end = buffer.count
         guard let base = buffer.baseAddress, end > 0 else { return }
-        if requestMark != nil, memchr(base, Int32(lf), end) != nil {
-            // A line ends in this chunk: every byte left buffered after it came after the request.
-            requestMark = (0, lf)
-        }
         lastByte = base[end - 1]
         while start < end {
             // Scan the still-encoded bytes for the encoded LF (memchr: vectorised,
@@ -131,6 +126,8 @@ struct LineFramer {
                 appendContent(segment, into: &units)
                 return
             }
+            // A line ends here: every byte buffered after it came after a switch's request.
+            if requestMark != nil { requestMark = (0, lf) }
             if discarding {
                 // The rest of a discarded line, terminator included, as received.
                 appendContent(segment, into: &units)
