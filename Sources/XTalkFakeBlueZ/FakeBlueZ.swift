@@ -346,6 +346,15 @@ package final class FakeBlueZ {
         return closed
     }
 
+    /// How many writes bluetoothd handed the radio at `address` that its link
+    /// then dropped (longer than a packet carries, no credit left), over the
+    /// device's lifetime. BlueZ refuses an over-long write itself, so one never
+    /// reaches the radio: a client's oversize packet leaves the count as it was.
+    package func droppedRadioWrites(address: String) -> Int? {
+        guard let device = devices.values.first(where: { $0.address == address.uppercased() }) else { return nil }
+        return environment.peripheral(id: device.id)?.droppedWrites
+    }
+
     /// Sends `value` as `count` notifications of every subscribed
     /// characteristic of the device at `address`, straight from bluetoothd
     /// (not through the simulated link): for measuring a central's cost per
@@ -1019,6 +1028,13 @@ package final class FakeBlueZ {
                 return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "HangUpWriteSockets(address)", to: call)
             }
             reply(to: call, [.uint32(UInt32(hangUpWriteSockets(address: address)))])
+        case "DroppedRadioWrites":
+            guard let address = call.body.first?.stringValue, let dropped = droppedRadioWrites(address: address) else {
+                return reply(
+                    error: "org.freedesktop.DBus.Error.InvalidArgs", "DroppedRadioWrites(address of a device)", to: call
+                )
+            }
+            reply(to: call, [.uint32(UInt32(clamping: dropped))])
         case "FailNext":
             guard call.body.count == 2, let method = call.body[0].stringValue, let error = call.body[1].stringValue
             else { return reply(error: "org.freedesktop.DBus.Error.InvalidArgs", "FailNext(method, error)", to: call) }

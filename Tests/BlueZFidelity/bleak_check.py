@@ -21,6 +21,7 @@ Only bleak's public API (BleakScanner, BleakClient) talks to "BlueZ"; the fake's
 import asyncio
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -177,8 +178,9 @@ async def second_session(device: BLEDevice) -> tuple[set[str], bool]:
         await bounded(client.disconnect(), DISCONNECT_TIMEOUT, "second session's disconnect")
 
 
-async def control(member: str, signature: str, body: list[Any]) -> None:
-    """Calls the fake's control interface (com.xtalk.FakeBlueZ1 at /com/xtalk/FakeBlueZ) on the same bus."""
+async def control(member: str, signature: str, body: list[Any]) -> list[Any]:
+    """Calls the fake's control interface (com.xtalk.FakeBlueZ1 at /com/xtalk/FakeBlueZ) on the same bus;
+    returns the reply's body."""
     bus = await bounded(MessageBus(bus_type=BusType.SYSTEM).connect(), 5, "connecting to the bus")
     try:
         reply = await bounded(
@@ -199,6 +201,8 @@ async def control(member: str, signature: str, body: list[Any]) -> None:
             reply is not None and reply.message_type == MessageType.METHOD_RETURN,
             f"{member} failed: {reply and reply.error_name} {reply and reply.body}",
         )
+        assert reply is not None
+        return list(reply.body)
     finally:
         bus.disconnect()
 
@@ -323,6 +327,79 @@ class Checker:
         wanted = f"+PING:{token}\r\nOK\r\n".encode()
         expect(reply == wanted, f"reply {reply!r}, wanted {wanted!r}")
 
+    async def write_socket(self) -> None:
+        # The SDK's main write path on Linux, checked by a client we did not write: AcquireWrite (dbus-fast,
+        # as bleak's own _acquire_mtu calls it) hands over a SOCK_SEQPACKET socket and the MTU; each packet
+        # written on it is one ATT write. A packet of MTU - 3 bytes arrives; one byte longer is dropped, as
+        # BlueZ's ATT layer refuses it (the ping after it gets its own answer, not the long line's). Closing
+        # the socket releases BlueZ's lock (the WriteValue checks after this one need it).
+        assert self.client is not None
+        tx = self.client.services.get_characteristic(TX)
+        expect(tx is not None, "no TX characteristic")
+        assert tx is not None
+        bus = await bounded(
+            MessageBus(bus_type=BusType.SYSTEM, negotiate_unix_fd=True).connect(), 5, "connecting to the bus"
+        )
+        try:
+            reply = await bounded(
+                bus.call(
+                    Message(
+                        destination="org.bluez",
+                        path=tx.obj[0],
+                        interface="org.bluez.GattCharacteristic1",
+                        member="AcquireWrite",
+                        signature="a{sv}",
+                        body=[{}],
+                    )
+                ),
+                REPLY_TIMEOUT,
+                "AcquireWrite reply",
+            )
+        finally:
+            bus.disconnect()
+        expect(
+            reply is not None and reply.message_type == MessageType.METHOD_RETURN,
+            f"AcquireWrite failed: {reply and reply.error_name} {reply and reply.body}",
+        )
+        assert reply is not None
+        expect(len(reply.unix_fds) == 1, f"AcquireWrite passed {len(reply.unix_fds)} descriptors, wanted 1")
+        descriptor = reply.unix_fds[0]
+        try:
+            mtu = reply.body[1]
+            expect(mtu == MTU, f"AcquireWrite's MTU {mtu}, wanted {MTU}")
+            probe = socket.socket(fileno=os.dup(descriptor))
+            kind = probe.type
+            probe.close()
+            expect(kind == socket.SOCK_SEQPACKET, f"the socket is {kind!r}, wanted SOCK_SEQPACKET")
+
+            async def command(packet: bytes, wanted: bytes) -> None:
+                self.lines.clear()
+                expect(len(packet) <= mtu - 3, f"test packet of {len(packet)} bytes")
+                expect(os.write(descriptor, packet) == len(packet), "short write")
+                got = await self.lines.until_final(REPLY_TIMEOUT)
+                expect(got == wanted, f"reply {got!r}, wanted {wanted!r}")
+
+            await command(b"AT+PING=socket\r\n", b"+PING:socket\r\nOK\r\n")
+            # Exactly MTU - 3 bytes, one packet: an unknown command, so the radio's ERROR says it arrived.
+            longest = b"AT+" + b"L" * (mtu - 3 - len(b"AT+\r\n")) + b"\r\n"
+            await command(longest, b"ERROR\r\n")
+            [dropped_before] = await control("DroppedRadioWrites", "s", [ADDRESS])
+            self.lines.clear()
+            oversize = b"AT+" + b"O" * (mtu - 2 - len(b"AT+\r\n")) + b"\r\n"
+            expect(len(oversize) == mtu - 2, f"oversize packet of {len(oversize)} bytes")
+            expect(os.write(descriptor, oversize) == len(oversize), "short write (oversize)")
+            # The ping after it gets its own answer first: the oversize packet was dropped (processed, its
+            # ERROR would have come first).
+            await command(b"AT+PING=after\r\n", b"+PING:after\r\nOK\r\n")
+            # Dropped by BlueZ, not by the radio's link: bluetoothd never put it on the air.
+            [dropped_after] = await control("DroppedRadioWrites", "s", [ADDRESS])
+            expect(
+                dropped_after == dropped_before,
+                f"the radio's link dropped {dropped_after - dropped_before} writes: BlueZ handed it the oversize one",
+            )
+        finally:
+            os.close(descriptor)
+
     async def in_progress(self) -> None:
         # BlueZ answers org.bluez.Error.InProgress while another operation on the characteristic runs; bleak
         # retries such a write. The fake's error must be BlueZ's, by name, for that to work.
@@ -380,6 +457,7 @@ class Checker:
             await self.run("AcquireWrite gives the MTU and a socket", self.acquire_mtu, connected)
             await self.run("write-without-response ping", lambda: self.ping("bleak", False), notifying)
             await self.run("write-with-response ping", lambda: self.ping("bleak", True), notifying)
+            await self.run("AcquireWrite socket: MTU - 3 arrives, longer is dropped", self.write_socket, notifying)
             await self.run("WriteValue InProgress is retried", self.in_progress, notifying)
             lost = await self.run("link loss (remote)", self.link_loss, notifying)
             reconnected = await self.run("reconnect after link loss, ping", self.reconnect_and_ping, lost)

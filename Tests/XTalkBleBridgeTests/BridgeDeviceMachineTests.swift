@@ -180,6 +180,21 @@ struct BridgeDeviceMachineTests {
         #expect(machine.writeCompleted(error: nil) == [.resolve(6, .null)])
     }
 
+    /// A device that speaks as soon as notifications are on (a hello frame)
+    /// does so during the settle: those chunks are the first the app's
+    /// receives get, in order, not lost to the settle.
+    @Test func notificationsDuringTheSettleAreKeptForTheFirstReceives() {
+        var machine = subscribingMachine()
+        _ = machine.notificationStateUpdated(profile.notifyRef, isNotifying: true, error: nil)
+        #expect(machine.notified(profile.notifyRef, value: Data([0xA1])) == [])
+        #expect(machine.notified(profile.notifyRef, value: Data([0xA2, 0xA3])) == [])
+        #expect(machine.queuedChunkCount == 2, "kept during the settle")
+        #expect(machine.settled(capacity: 244, generation: 1) == [.cancelTimer(.connect), .resolve(1, .null)])
+        #expect(machine.receive(10) == [.resolve(10, .string("a1"))])
+        #expect(machine.receive(11) == [.resolve(11, .string("a2a3"))])
+        #expect(machine.receive(12) == [], "nothing more: parked")
+    }
+
     @Test func theEndOfASessionAnswersEverythingOnceAndKeepsNothing() {
         var machine = readyMachine()
         _ = machine.notified(profile.notifyRef, value: Data([9]))

@@ -231,6 +231,33 @@ struct AtChannelTests {
         await harness.finish()
     }
 
+    /// The windows the API reference documents: a no-wait command holds the
+    /// channel until its final result code or 3 s, a no-wait send until its
+    /// `+SENDFIN` or 5 s; then the channel drains (no answer came) and is free.
+    @Test(
+        "a no-wait command the device never answers holds its window 3 s, a no-wait send 5 s, then the channel is free")
+    func noWaitWindowBounds() async throws {
+        let harness = ClientHarness()
+        await harness.connect()
+        let client = harness.client
+        harness.peripheral.device.firmware.faults.silentCommands = ["AT+SLOW", "AT+SEND="]
+        try client.sendAtCommandNoWait("AT+SLOW")
+        let start = harness.clock.elapsed
+        await harness.advance(.milliseconds(2_950))
+        #expect(throws: XTalkBleError.busy, "still inside the 3 s window") { try client.sendAtCommandNoWait("AT") }
+        // Past 3 s, plus the drain's quiet period (150 ms) with a wide margin.
+        await harness.advance(.seconds(3) + .milliseconds(500) - (harness.clock.elapsed - start))
+        try client.sendRfPayloadNoWait(Data([7]))
+        let sendStart = harness.clock.elapsed
+        await harness.advance(.milliseconds(4_950))
+        #expect(throws: XTalkBleError.busy, "still inside the 5 s window") { try client.sendAtCommandNoWait("AT") }
+        await harness.advance(.seconds(5) + .milliseconds(500) - (harness.clock.elapsed - sendStart))
+        try client.sendAtCommandNoWait("AT+PING=free")
+        await harness.advance(.milliseconds(100))
+        #expect(harness.atLines.suffix(2) == ["+PING:free", "OK"])
+        await harness.finish()
+    }
+
     @Test("commands are strictly FIFO and each caller gets its own response")
     func fifo() async throws {
         let harness = ClientHarness()

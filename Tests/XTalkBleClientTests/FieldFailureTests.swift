@@ -73,8 +73,20 @@ struct FieldFailureTests {
         await harness.connect()
         let client = harness.client
         let payload = Data((0..<240).map { UInt8($0) })
+        let sendStart = harness.clock.elapsed
         try await harness.run { try await client.sendRfPayload(payload) }
         #expect(harness.peripheral.transmittedFrames.last == payload)
+        // The pace the README promises: "AT+SEND=" + 480 hex + CRLF is 490 bytes, 25 chunks of
+        // 20. One wait of writeReadyTimeout, then each of the other 24 chunks at most one pace
+        // (20 ms) plus one flag poll (10 ms) plus one connection event (7.5 ms) after the last,
+        // then the frame's airtime (20 ms + 0.5 ms per byte) and one event for +SENDFIN.
+        // A pace of 100 ms would take 2.4 s for the chunks alone.
+        let chunkGap = Duration.milliseconds(20) + .milliseconds(10) + device.link.connectionInterval
+        let sendBound =
+            Duration.milliseconds(300) + chunkGap * 24
+            + device.firmware.airtimeBase + device.firmware.airtimePerByte * 240 + device.link.connectionInterval * 2
+        let sendTook = harness.clock.elapsed - sendStart
+        #expect(sendTook <= sendBound, "the 240-byte send took \(sendTook), paced writes allow \(sendBound)")
         let start = harness.clock.elapsed
         for index in 0..<5 {
             let lines = try await harness.run { try await client.runAtCommand("AT+PING=p\(index)", timeoutMs: 800) }

@@ -204,6 +204,21 @@ struct LinkModelTests {
         return device  // 15 ms interval, 2 ms processing, airtime 20 ms + 0.5 ms a byte
     }
 
+    /// Row 2's ratio is only as honest as its baseline: the naive way looks at
+    /// each byte once for the line end, as app code without a quadratic
+    /// rescan does, at every chunk size the row uses and one byte at a time.
+    @Test("row 2's naive baseline looks at each byte once for a line end, and counts what the stream holds")
+    func naiveBaselineIsLinear() {
+        let (stream, lines, frames) = ReceivePipelineRow.stream(bytes: 48 * 1_024)
+        for chunk in [1, 20, 244, 4_096] {
+            let result = ReceivePipelineRow.naive(stream, chunkSize: chunk)
+            #expect(result.lines == lines && result.frames == frames, "chunk \(chunk)")
+            #expect(
+                result.searched == stream.count,
+                "chunk \(chunk): \(result.searched) bytes searched for \(stream.count)")
+        }
+    }
+
     @Test("a ping: the command at the next event, the answer (after 2 ms) at the one after")
     func ping() {
         let model = LinkModel(device())
