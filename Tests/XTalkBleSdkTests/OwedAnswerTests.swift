@@ -92,6 +92,42 @@ struct OwedAnswerTests {
         #expect(h.outcomes[second] == .success([]))
     }
 
+    /// Seed 53094191480991448: a command the device never answers (silent)
+    /// times out, its drain ends at the bound while radio frames stream, and
+    /// the send after it takes its own `OK` as the silent command's. Its
+    /// `+SENDFIN:`, none being owed, shows the `OK` was its own: the send
+    /// succeeds, and nothing stays owed (the next command gets its answer).
+    @Test("an RF send whose OK was taken as a silent command's owed reply completes at its own +SENDFIN:")
+    func sendFinishShowsTheOKWasOurs() {
+        var h = ChannelHarness()
+        let silent = h.command("AT+PING=t10", timeout: .milliseconds(100))
+        let send = h.send("0008C5C9D3C9")
+        let next = h.command("AT+PING=t11")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[silent] == .failure(.timeout))
+        Self.drainUntilBound(&h)
+        #expect(h.writtenLines.last == "AT+SEND=0008C5C9D3C9\r\n")
+        h.completeWrites()
+        h.receive("OK\r\n")  // taken as the silent command's: a reply was owed
+        #expect(h.outcomes[send] == nil)
+        h.receive("+SENDFIN:OK\r\n")
+        #expect(h.outcomes[send] == .success([]))
+        #expect(h.writtenLines.last == "AT+PING=t11\r\n")
+        h.completeWrites()
+        h.receive("+PING:t11\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:t11", "OK"]), "nothing stays owed")
+
+        // A +SENDFIN: with no OK taken at all (one from before the write) is still not ours.
+        var g = ChannelHarness()
+        let lone = g.send("0102", timeout: .milliseconds(500))
+        g.completeWrites()
+        g.receive("+SENDFIN:OK\r\n")
+        #expect(g.outcomes[lone] == nil)
+        g.receive("OK\r\n+SENDFIN:OK\r\n")
+        #expect(g.outcomes[lone] == .success([]))
+    }
+
     @Test("the echo of another command line begins that line's reply: up to its final code, not ours")
     func echoOfAnotherLine() {
         var h = ChannelHarness()

@@ -118,6 +118,10 @@ struct AtChannelStateMachine {
         var sawRaw = false
         /// An `AT+RST` answered `OK`: it completes at `+READY` (`AtCommandPolicy.untilReady`).
         var awaitingReady = false
+        /// An RF send not yet accepted took an `OK` (after its write) as the
+        /// final code of a reply owed an earlier line. Its own `+SENDFIN:`,
+        /// with none owed, shows that `OK` was its own (see `sendFinished`).
+        var paidOwedOK = false
 
         /// A line equal to ours after our own final result code is no echo.
         var sawOwnResult: Bool { echoed && sawFinalCode }
@@ -814,6 +818,9 @@ struct AtChannelStateMachine {
                 // The rest of a reply the device owed an earlier line, or the echo
                 // that begins one: an event only, up to and including its final
                 // code (PROTOCOL.md section 6).
+                if staleLines.owesReply, finalCode == .ok, case .send(accepted: false) = transaction.kind {
+                    transaction.paidOwedOK = true
+                }
                 staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
                 state = .transaction(transaction)
                 return
@@ -926,8 +933,17 @@ struct AtChannelStateMachine {
         switch state {
         case .transaction(let transaction):
             // One the device owed an earlier send is that send's; and only after
-            // our `OK`: an earlier `+SENDFIN:` belongs to an older frame.
-            guard !staleLines.sendFinishedArrived(), case .send(accepted: true) = transaction.kind else { return }
+            // our `OK`: an earlier `+SENDFIN:` belongs to an older frame. Unless
+            // we took an `OK` after our write as a reply owed an earlier line:
+            // the device sends `+SENDFIN:` only for a frame it accepted, and
+            // none is owed, so that `OK` was ours. The device answers in order,
+            // so the reply we thought owed will not come: nothing is owed.
+            guard !staleLines.sendFinishedArrived() else { return }
+            switch transaction.kind {
+            case .send(accepted: true): break
+            case .send(accepted: false) where transaction.paidOwedOK: staleLines.deviceReachedCurrentLine()
+            case .send, .command: return
+            }
             actions.append(.cancelTimer(transaction.timer))
             if let failure {
                 actions.append(.fail(transaction.id, .writeFailed("the radio could not send the frame: \(failure)")))
