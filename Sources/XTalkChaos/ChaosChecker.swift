@@ -836,9 +836,10 @@ private final class RecordChecker {
     private func candidates(for wire: WireCommand) -> [XTalkDeviceRecord.Emission] {
         guard let endedAt = wire.endedAt else { return [] }
         let ownNumber = ownCommand(of: wire)?.0.number
+        let owned = ownedSince(wire)
         return record.emissions.filter { emission in
             guard !consumed.contains(emission.number), let first = emission.firstDeliveredAt,
-                first >= wire.madeAt, first <= endedAt
+                first >= owned, first <= endedAt
             else { return false }
             switch emission.output.kind {
             case .answer(let command?):
@@ -850,6 +851,22 @@ private final class RecordChecker {
                 return false
             }
         }
+    }
+
+    /// The earliest time `wire` can have owned the channel: its call, or, once
+    /// its line was written, the end of the last operation written before it
+    /// that had ended by then (the channel runs one operation at a time, and a
+    /// line queued behind others takes no answer delivered while they ran).
+    private func ownedSince(_ wire: WireCommand) -> Duration {
+        guard let written = writeTime(of: wire) else { return wire.madeAt }
+        var since = wire.madeAt
+        for other in wires where other !== wire && !other.noWait {
+            guard let otherWritten = writeTime(of: other), otherWritten < written,
+                let ended = other.endedAt, ended <= written
+            else { continue }
+            since = max(since, ended)
+        }
+        return since
     }
 
     /// The answer reached the host after the drain of the command it answers could have ended.
