@@ -485,6 +485,9 @@ enum StreamFuzzOracle {
         var phase = Phase.idle
         var responseStarted = false
         var accepted = false
+        /// The RF send on the wire, not yet accepted, took an OK as an owed
+        /// reply's final code: a +SENDFIN: with none owed shows it was its own.
+        var paidOwedOK = false
         var lines: [String] = []
         var sawFinal = false
         var sawRaw = false
@@ -576,6 +579,7 @@ enum StreamFuzzOracle {
             aftermath = false
             responseStarted = false
             accepted = false
+            paidOwedOK = false
             lines = []
             sawFinal = false
             sawRaw = false
@@ -664,9 +668,13 @@ enum StreamFuzzOracle {
                     events.append(.sendFinished(line))
                     // One owed an earlier send is that send's; and only after the device
                     // accepted our frame: an earlier one is an older frame's.
+                    // Unless the send took an OK after its write as an owed reply's: the
+                    // device sends +SENDFIN: only for a frame it accepted, so that OK was
+                    // ours, and the reply thought owed will not come.
                     if owedFinishes > 0 {
                         owedFinishes -= 1
-                    } else if phase == .transaction && operation == .send && accepted {
+                    } else if phase == .transaction && operation == .send && (accepted || paidOwedOK) {
+                        if !accepted { owed = [] }
                         let completion = failure.map {
                             Completion.fail(.writeFailed("the radio could not send the frame: \($0)"))
                         }
@@ -702,12 +710,16 @@ enum StreamFuzzOracle {
                 lines = []
                 sawFinal = false
                 sawRaw = false
+                paidOwedOK = false  // that OK came before our line: not ours
                 owed = []
                 return
             }
             // Owed replies come first; an echo of another line (no answer begins
             // with "AT") starts one.
-            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) { return ownerless(final: final) }
+            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) {
+                if !owed.isEmpty && final == .ok && operation == .send && !accepted { paidOwedOK = true }
+                return ownerless(final: final)
+            }
             responseStarted = true
             switch operation {
             case .automatic, .collect:

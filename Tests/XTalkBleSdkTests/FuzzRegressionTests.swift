@@ -66,7 +66,7 @@ struct StreamFuzzRegressionTests {
 
     /// Hand-made inputs at corners of the oracles, in the fuzz input format
     /// (6-byte header, then the device's text; see `StreamFuzzOracle.Input`).
-    /// No fuzzer input has failed on these targets so far; those would join here.
+    /// Inputs a fuzzer found that failed join here, with what they showed.
     static let pinned: [(String, [UInt8])] = [
         // xor; 51 × 80 filler bytes, then 16 × "A" and a CR: the CR in position 4097 is held at the end.
         (
@@ -77,6 +77,17 @@ struct StreamFuzzRegressionTests {
         ("a switch during a command, mid-line", [0x08, 0, 0, 0, 0, 0x5B] + Array("+DI:data=AB\r\nOK\r\n".utf8)),
         // The same switch once the command timed out: it applies at once; the line's rest is raw.
         ("a switch after a timeout, mid-line", [0x18, 0, 0, 0, 0, 0x5B] + Array("+DI:data=AB\r\nOK\r\n".utf8)),
+        // Found by the fuzzer: the echo of a line never written opens a reply, whose final code is the
+        // send's OK; the +SENDFIN: that follows, none being owed, shows that OK was the send's (the
+        // reference once timed the send out).
+        (
+            "a send's OK taken as owed, then its +SENDFIN:OK",
+            [0x04, 0, 0, 0, 0, 0] + Array("AT+SERD=48656C6C6F\r\nOK\r\n+SENDFIN:OK\r\n".utf8)
+        ),
+        (
+            "a send's OK taken as owed, then its +SENDFIN:FAIL",
+            [0x04, 0, 0, 0x0D, 0, 0] + Array("+ERNDFIN:OK\r\nOK\r\n+SENDFIN:FAIL,no ack\r\n".utf8)
+        ),
     ]
 
     @Test("pinned inputs pass both oracles", arguments: pinned)

@@ -126,6 +126,21 @@ struct OwedAnswerTests {
         #expect(g.outcomes[lone] == nil)
         g.receive("OK\r\n+SENDFIN:OK\r\n")
         #expect(g.outcomes[lone] == .success([]))
+
+        // An OK taken as owed, then our echo: that OK came before our line, so
+        // it was not ours, and a +SENDFIN: before our own OK is an older frame's.
+        var e = ChannelHarness()
+        let silentToo = e.command("AT+PING=t12", timeout: .milliseconds(100))
+        let echoed = e.send("0008C5C9D3C9")
+        e.completeWrites()
+        e.fire(.milliseconds(100))
+        #expect(e.outcomes[silentToo] == .failure(.timeout))
+        Self.drainUntilBound(&e)
+        e.completeWrites()
+        e.receive("OK\r\nAT+SEND=0008C5C9D3C9\r\n+SENDFIN:OK\r\n")
+        #expect(e.outcomes[echoed] == nil, "the OK before our echo was not ours")
+        e.receive("OK\r\n+SENDFIN:FAIL,no ack\r\n")
+        #expect(e.outcomes[echoed] == .failure(.writeFailed("the radio could not send the frame: no ack")))
     }
 
     @Test("the echo of another command line begins that line's reply: up to its final code, not ours")
@@ -152,6 +167,86 @@ struct OwedAnswerTests {
         #expect(h.outcomes[next] == .success(["OK"]))
     }
 
+    /// A drain that ended quiet while a reply was owed: a device slower than
+    /// the quiet period may still send it. A documented query (the command
+    /// table of PROTOCOL.md section 6) tells its own answer by its
+    /// information line.
+    @Test("after a quiet drain that dropped a debt, a query skips another information line and its OK")
+    func quietDebtSkipsAnotherInformationLine() {
+        var h = ChannelHarness()
+        let slow = h.command("AT+PING=t1", timeout: .milliseconds(100))
+        let next = h.command("AT+PING=t2")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[slow] == .failure(.timeout))
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+PING=t2\r\n")
+        h.receive("+PING:t1\r\nOK\r\n")  // t1's, late: events only
+        #expect(h.outcomes[next] == nil)
+        h.receive("+PING:t2\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:t2", "OK"]))
+    }
+
+    @Test("after a quiet drain that dropped a debt, a bare OK before a query's information line is another's")
+    func quietDebtSkipsABareOK() {
+        var h = ChannelHarness()
+        h.command("AT+SILENT", timeout: .milliseconds(100))
+        let next = h.command("AT+VER?")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.completeWrites()
+        h.receive("OK\r\n")  // AT+SILENT's, late
+        #expect(h.outcomes[next] == nil)
+        h.receive("+VER:1.4.2\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+VER:1.4.2", "OK"]))
+        // The information line showed the device caught up: the next query takes a bare OK.
+        let after = h.command("AT+AUTH?")
+        h.completeWrites()
+        h.receive("OK\r\n")
+        #expect(h.outcomes[after] == .success(["OK"]))
+    }
+
+    @Test("a query's own information line ends every reply owed before it")
+    func ownInformationLineEndsTheDebt() {
+        // The drain hit its bound with a reply owed; the device never sends it.
+        var h = ChannelHarness()
+        h.command("AT+SILENT", timeout: .milliseconds(100))
+        let next = h.command("AT+PING=t3")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+PING=t3\r\n")
+        h.receive("+PING:t3\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:t3", "OK"]))
+    }
+
+    @Test("with no debt in doubt, a query answered OK alone gets that OK (the caller sees the missing line)")
+    func noDoubtBareOKIsTaken() {
+        var h = ChannelHarness()
+        let probe = h.command("AT+AUTH?")
+        h.completeWrites()
+        h.receive("OK\r\n")
+        #expect(h.outcomes[probe] == .success(["OK"]))
+
+        // A drain that ends quiet with its debt paid (the late answer came
+        // during the drain) leaves no doubt either.
+        var g = ChannelHarness()
+        let late = g.command("AT+PING=t4", timeout: .milliseconds(100))
+        let next = g.command("AT+AUTH?")
+        g.completeWrites()
+        g.fire(.milliseconds(100))
+        #expect(g.outcomes[late] == .failure(.timeout))
+        g.receive("+PING:t4\r\nOK\r\n")  // during the drain: pays what was owed
+        g.fire(AtChannelStateMachine.defaultDrainQuiet)
+        g.completeWrites()
+        #expect(g.writtenLines.last == "AT+AUTH?\r\n")
+        g.receive("OK\r\n")
+        #expect(g.outcomes[next] == .success(["OK"]))
+    }
+
     @Test("an encoding switch ends the count: answers in the other encoding never decode as lines")
     func switchClearsWhatWasOwed() {
         var h = ChannelHarness()
@@ -165,6 +260,50 @@ struct OwedAnswerTests {
         h.completeWrites()
         h.receive("OK\r\n")
         #expect(h.outcomes[next] == .success(["OK"]))
+    }
+
+    @Test("after a switch that dropped a debt, an ERROR is a garbled line's, until the device answers ours")
+    func switchLeavesGarbledLinesErrors() {
+        // A line written in xor to a plain device, on a congested link: the
+        // device reads it garbled and answers ERROR, in plain, seconds later.
+        var h = ChannelHarness(encoding: .xor)
+        let probe = h.command("AT+AUTH?", timeout: .milliseconds(800))
+        h.completeWrites()
+        h.fire(.milliseconds(800))
+        #expect(h.outcomes[probe] == .failure(.timeout))
+        h.machine.setEncoding(.plain)
+        let send = h.send("0008C5C9", timeout: .seconds(5))
+        let next = h.command("AT+PING=t6")
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+SEND=0008C5C9\r\n")
+        h.receive("ERROR\r\n")  // the garbled probe's: not the send's
+        #expect(h.outcomes[send] == nil)
+        h.receive("OK\r\n+SENDFIN:OK\r\n")
+        #expect(h.outcomes[send] == .success([]))
+        h.completeWrites()
+        h.receive("ERROR\r\n")  // the device answered the send: this ERROR is the ping's own
+        #expect(h.outcomes[next] == .success(["ERROR"]))
+
+        // With nothing owed at the switch, an ERROR after it is the next command's own.
+        var g = ChannelHarness(encoding: .xor)
+        g.machine.setEncoding(.plain)
+        let own = g.command("AT+NOPE")
+        g.completeWrites()
+        g.receive("ERROR\r\n")
+        #expect(g.outcomes[own] == .success(["ERROR"]))
+
+        // The device's echo of our line shows it caught up: the ERROR after it is ours.
+        var e = ChannelHarness(encoding: .xor)
+        e.command("AT+AUTH?", timeout: .milliseconds(800))
+        e.completeWrites()
+        e.fire(.milliseconds(800))
+        e.fire(AtChannelStateMachine.defaultDrainBound)
+        e.machine.setEncoding(.plain)
+        let echoed = e.command("AT+NOPE")
+        e.completeWrites()
+        e.receive("AT+NOPE\r\nERROR\r\n")
+        #expect(e.outcomes[echoed] == .success(["ERROR"]))
     }
 
     @Test("a no-wait window ends at its own result, not at a reply owed an earlier line")

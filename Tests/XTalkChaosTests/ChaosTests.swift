@@ -86,6 +86,14 @@ struct ChaosTests {
             2_375_720_013_256,  // answers owed across an encoding switch never decode: counting them cost a command
             // a send's OK skipped as a cancelled command's owed final, although the device owed only that one
             53_094_191_480_991_448,
+            // a plain device's ERROR to a line written in xor, delivered after the switch to plain, late
+            53_150_951_281_039_975,
+            53_102_088_427_404_223,  // a late OK matched to a line still queued behind others when it came (checker)
+            // after a quiet drain, a late answer (an OK alone, or another command's +PING:) taken as a query's
+            53_177_301_864_918_838,
+            53_164_703_912_759_164,
+            53_095_659_383_971_705,
+            53_109_903_086_308_159,
         ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)

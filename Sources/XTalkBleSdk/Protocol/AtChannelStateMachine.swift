@@ -122,6 +122,10 @@ struct AtChannelStateMachine {
         /// final code of a reply owed an earlier line. Its own `+SENDFIN:`,
         /// with none owed, shows that `OK` was its own (see `sendFinished`).
         var paidOwedOK = false
+        /// The information line a documented query is answered with (`AtAnswerLine`).
+        var answerLine: AtAnswerLine? = nil
+        /// Its own information line arrived.
+        var sawAnswerLine = false
 
         /// A line equal to ours after our own final result code is no echo.
         var sawOwnResult: Bool { echoed && sawFinalCode }
@@ -594,7 +598,7 @@ struct AtChannelStateMachine {
                     state = .draining(drain)
                 } else {
                     if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
-                    staleLines.nothingOwed()
+                    staleLines.drainEndedQuiet()
                     becomeIdle(into: &actions)
                 }
             } else if drain.floorTimer == id {
@@ -602,7 +606,7 @@ struct AtChannelStateMachine {
                 if drain.quietTimer == nil {
                     // Quiet already: the quarantine is over.
                     if let bound = drain.boundTimer { actions.append(.cancelTimer(bound)) }
-                    staleLines.nothingOwed()
+                    staleLines.drainEndedQuiet()
                     becomeIdle(into: &actions)
                 } else {
                     state = .draining(drain)
@@ -810,13 +814,36 @@ struct AtChannelStateMachine {
                 transaction.lines.removeAll()
                 transaction.sawFinalCode = false
                 transaction.sawRaw = false
+                transaction.paidOwedOK = false  // that `OK` came before our line: not ours
                 staleLines.deviceReachedCurrentLine()
                 state = .transaction(transaction)
                 return
             }
-            if staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode) {
+            if let answerLine = transaction.answerLine, !transaction.sawAnswerLine,
+                case .command(mode: .automatic, _) = transaction.kind
+            {
+                if finalCode == nil, answerLine.matches(line) {
+                    // Our own information line: the device answers in order, so
+                    // every reply it owed before our line has ended.
+                    transaction.sawAnswerLine = true
+                    staleLines.deviceReachedCurrentLine()
+                } else if staleLines.lateAnswersMayFollow,
+                    finalCode == .ok || (finalCode == nil && !Self.isEchoOfAnotherLine(line, finalCode))
+                {
+                    // While a late answer may still come, a bare `OK` before our
+                    // information line, or another line in its place, is another
+                    // reply's, up to its final code (an event only).
+                    staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+                    state = .transaction(transaction)
+                    return
+                }
+            }
+            if staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode)
+                || (staleLines.isGarbledLineAnswer(line) && !transaction.awaitingReady)
+            {
                 // The rest of a reply the device owed an earlier line, or the echo
-                // that begins one: an event only, up to and including its final
+                // that begins one, or its answer to a line it read garbled before
+                // an encoding switch: an event only, up to and including its final
                 // code (PROTOCOL.md section 6).
                 if staleLines.owesReply, finalCode == .ok, case .send(accepted: false) = transaction.kind {
                     transaction.paidOwedOK = true
@@ -830,6 +857,7 @@ struct AtChannelStateMachine {
                 // The device is rebooting: whatever arrives before `+READY` is an event only.
                 state = .transaction(transaction)
             case .command(let mode, _):
+                staleLines.currentOperationAnswered()
                 if !(faults.dropsPingLine && line.hasPrefix("+PING:")) { transaction.lines.append(line) }
                 if finalCode != nil { transaction.sawFinalCode = true }
                 if mode == .automatic && finalCode == .ok && AtCommandPolicy.of(transaction.text) == .untilReady {
@@ -851,6 +879,7 @@ struct AtChannelStateMachine {
             case .send(accepted: false):
                 switch finalCode {
                 case .ok:
+                    staleLines.currentOperationAnswered()
                     transaction.kind = .send(accepted: true)
                     state = .transaction(transaction)
                 case .error:
@@ -873,10 +902,16 @@ struct AtChannelStateMachine {
                 staleLines.deviceReachedCurrentLine()  // our echo: every earlier reply has ended
                 return
             }
-            if (staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode)) && !isolation.awaitingReady {
+            if (staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode)
+                || staleLines.isGarbledLineAnswer(line)) && !isolation.awaitingReady
+            {
                 // A reply the device owed an earlier line: the window waits for its own result.
                 staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
                 return
+            }
+            switch (isolation.kind, finalCode) {
+            case (.command, .error), (.send, .error), (.send, nil): break
+            case (.command, _), (.send, .ok): staleLines.currentOperationAnswered()  // its own answer
             }
             switch (isolation.kind, finalCode) {
             case (.command, .some) where isolation.awaitingReady:
@@ -1030,8 +1065,10 @@ struct AtChannelStateMachine {
             case .command(let text, let timeout, let mode, let log):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)
                 write(text, into: &actions)
-                state = .transaction(
-                    Transaction(id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer))
+                var transaction = Transaction(
+                    id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer)
+                transaction.answerLine = AtAnswerLine.of(text)
+                state = .transaction(transaction)
                 return
             case .send(let text, let timeout):
                 let timer = pending.timer ?? startTimer(timeout, into: &actions)

@@ -28,6 +28,18 @@ struct StaleLineRules {
     /// `+SENDFIN:` lines the device still owes for RF sends it accepted and
     /// whose operations ended without them: the next ones to arrive are those.
     private(set) var owedSendFinishes = 0
+    /// An encoding switch came while replies were owed: lines written in the
+    /// old encoding reach a device in the new one garbled, and it answers
+    /// each with `ERROR` (or nothing, if no line end survived), which now
+    /// decodes. Until the device shows it has caught up, an `ERROR` is no
+    /// operation's own; its first other response line ends the doubt.
+    private(set) var garbledAnswersMayFollow = false
+    /// A drain ended quiet while replies were owed: a device slower than the
+    /// quiet period may still send them. Until the device shows it has caught
+    /// up (an echo, a command's own information line, `+READY`), a documented
+    /// query takes neither a bare `OK` before its information line nor
+    /// another information line in its place (`AtAnswerLine`).
+    private(set) var lateAnswersMayFollow = false
 
     /// What an operation that ended without its answer leaves owed.
     enum OwedAnswer: Equatable, Sendable {
@@ -67,8 +79,25 @@ struct StaleLineRules {
         staleTail = false
         // Across a switch, answers owed may come in either encoding, and those
         // in the other one never decode as lines: a count of them is no longer
-        // to be trusted (the drain's quiet rule alone keeps late lines out).
+        // to be trusted. Those that do decode are the `ERROR`s of a device in
+        // the new encoding to lines it read garbled (PROTOCOL.md section 6).
+        let owed = owesReply || garbledAnswersMayFollow
+        let late = lateAnswersMayFollow
         nothingOwed()
+        garbledAnswersMayFollow = owed
+        lateAnswersMayFollow = late
+    }
+
+    /// Whether a line is the `ERROR` a device answers to a line it read
+    /// garbled before an encoding switch, not the current operation's.
+    func isGarbledLineAnswer(_ line: String) -> Bool {
+        garbledAnswersMayFollow && line == "ERROR"
+    }
+
+    /// The current operation took a response line other than `ERROR`: the
+    /// device has answered its line, so the garbled lines before it are done.
+    mutating func currentOperationAnswered() {
+        garbledAnswersMayFollow = false
     }
 
     /// The link is gone: no line of it is left to complete or answer.
@@ -166,12 +195,26 @@ struct StaleLineRules {
     /// still follow).
     mutating func deviceReachedCurrentLine() {
         owedReplies.removeAll()
+        garbledAnswersMayFollow = false
+        lateAnswersMayFollow = false
     }
 
-    /// The channel was quiet for the drain period, the device rebooted
-    /// (`+READY`), or the link ended: nothing earlier is owed any more.
+    /// A drain ended because the channel was quiet for the drain period:
+    /// nothing earlier is owed any more, but what was owed may still come late.
+    mutating func drainEndedQuiet() {
+        let owed = owesReply || lateAnswersMayFollow
+        let garbled = garbledAnswersMayFollow
+        nothingOwed()
+        lateAnswersMayFollow = owed
+        garbledAnswersMayFollow = garbled
+    }
+
+    /// The device rebooted (`+READY`) or the link ended: nothing earlier is
+    /// owed any more, nor can it come.
     mutating func nothingOwed() {
         owedReplies.removeAll()
         owedSendFinishes = 0
+        garbledAnswersMayFollow = false
+        lateAnswersMayFollow = false
     }
 }
