@@ -1,7 +1,7 @@
 import Foundation
 import XTalkBleSdk
 
-/// The low-level transport bridge (seed 004) over the backend seam: the
+/// The low-level transport bridge (*iOS: Connect via Bluetooth*) over the backend seam: the
 /// plugin contract of OneKey's JavaScript SDK (`enumerate`, `connect`,
 /// `disconnect`, `send`, `receive`, `getProtocolV2PacketCapacity`, `init`),
 /// one `BridgeDeviceMachine` per device. Every request is answered exactly

@@ -1,7 +1,7 @@
 import Foundation
 import XTalkBleSdk
 
-/// Seed 004's low-level BLE bridge for a host of your own (a JavaScript
+/// The low-level BLE bridge (*iOS: Connect via Bluetooth*) for a host of your own (a JavaScript
 /// runtime other than `WKWebView`, a desktop shell): one JSON request in,
 /// one JSON reply out, exactly as `XTalkBleBridgeWebKit` and `xtalk bridge
 /// --stdio` answer them.

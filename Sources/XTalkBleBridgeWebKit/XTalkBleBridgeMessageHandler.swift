@@ -1,4 +1,4 @@
-// Seed 004's bridge in a WKWebView: the script message handler OneKey's
+// The low-level BLE bridge in a WKWebView: the script message handler OneKey's
 // JavaScript SDK talks to, through the plugin object the bundled
 // xtalk-lowlevel-plugin.js creates. Compiles against Apple's WebKit and, on
 // Linux, against the stand-in of StandIns/WebKit (the same Swift-visible API).
@@ -15,8 +15,8 @@ import XTalkBleSdk
 /// The low-level BLE bridge for OneKey's JavaScript SDK (`env: 'lowlevel'`)
 /// in a `WKWebView`: a `WKScriptMessageHandlerWithReply` that answers the
 /// plugin's calls (`enumerate`, `connect`, `disconnect`, `send`, `receive`,
-/// `getProtocolV2PacketCapacity`, `init`) over CoreBluetooth, with seed 004's
-/// guarantees, and the JavaScript that creates the plugin object.
+/// `getProtocolV2PacketCapacity`, `init`) over CoreBluetooth, with the guarantees of
+/// *iOS: Connect via Bluetooth*, and the JavaScript that creates the plugin object.
 ///
 /// ```swift
 /// let bridge = XTalkBleBridgeMessageHandler()

@@ -15,7 +15,7 @@ package enum SimulatedGatt {
     package static let hardwareRevision = BleUUID("2A27")
     /// Nordic's secure DFU service (a firmware-update service that appears at run time).
     package static let dfuService = BleUUID("FE59")
-    /// OneKey's profile (seed 004): service, write and notify characteristics.
+    /// OneKey's profile (*iOS: Connect via Bluetooth*): service, write and notify characteristics.
     package static let oneKeyService = BleUUID("00000001-0000-1000-8000-00805F9B34FB")
     package static let oneKeyWrite = BleUUID("00000002-0000-1000-8000-00805F9B34FB")
     package static let oneKeyNotify = BleUUID("00000003-0000-1000-8000-00805F9B34FB")
@@ -28,7 +28,7 @@ public enum XTalkSimulatedProfile: Sendable, Hashable {
     /// A device with OneKey's BLE profile (service 0001, write 0002, notify
     /// 0003) whose firmware notifies every written packet back unchanged,
     /// split at its notification size and never merged with another: an echo
-    /// device for the low-level bridge (seed 004).
+    /// device for the low-level bridge (*iOS: Connect via Bluetooth*).
     case oneKeyEcho
 }
 

@@ -52,7 +52,7 @@ public struct XTalkSimulatedDevice: Sendable {
         self.gatt = gatt
     }
 
-    /// A device with OneKey's BLE profile and an echo firmware (seed 004's
+    /// A device with OneKey's BLE profile and an echo firmware (for the
     /// low-level bridge): it advertises OneKey's service and no manufacturer
     /// data, has no battery or device-information service, and notifies
     /// every written packet back unchanged. Every link, flow-control and

@@ -100,7 +100,7 @@ struct CoverageMatrix {
     static let begin = "<!-- matrix:begin (generated rows; see APICoverageMatrixTests) -->"
     static let end = "<!-- matrix:end -->"
     static let header = [
-        "| Symbol | Parameter | Kind | Seed 000 | iOS | macOS | Linux | Tests that use it |",
+        "| Symbol | Parameter | Kind | In the reference | iOS | macOS | Linux | Tests that use it |",
         "|---|---|---|---|---|---|---|---|",
     ]
 

@@ -10,7 +10,7 @@ import Foundation
 /// than on the main actor because `AsyncStream(unfolding:)` calls its closure
 /// off any actor: a main-actor `next()` would add a hop there and back for
 /// every event, and those hops (thread wake-ups) were most of what each
-/// further stream cost (issue 14; `xtalk bench`, row 2).
+/// further stream cost (`xtalk bench`, row 2).
 final class EventSubscriber: @unchecked Sendable {
     private let lock = NSLock()
     // Guarded by `lock`:

@@ -660,7 +660,7 @@ struct AtChannelStateMachine {
     /// command), the switch waits until that operation ends, so that its reply
     /// is decoded as its command was encoded and no byte of it is discarded.
     /// The encoding already in effect is no switch: the partial line stays
-    /// (seed 002 sets the encoding the authenticator found, usually the one
+    /// (*iOS End-to-End Integration* sets the encoding the authenticator found, usually the one
     /// in use, while radio frames may be arriving).
     mutating func setEncoding(_ encoding: XTalkAtEncoding) {
         switch state {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The scan/connect/discover/subscribe lifecycle of PROTOCOL.md sections 1–2
-/// and seed 001's readiness table, as a value-type state machine.
+/// and the readiness table of *iOS BLE Connection SDK*, as a value-type state machine.
 ///
 /// User intents and backend events go in; backend commands, timers and the
 /// opening/closing of the passthrough come out. It owns the published

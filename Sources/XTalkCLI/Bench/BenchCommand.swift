@@ -187,7 +187,7 @@ enum BenchCommand {
             let stream = try await StreamCPURow.measure(notificationBytes: chunk, seconds: quick ? 1 : 10)
             rows.append(streamCPURow("2. client, \(chunk)-byte notifications: CPU at 1.4 Mbit/s", stream))
         }
-        // The same with three live `events` streams (issue 14: several views reading events).
+        // The same with three live `events` streams (several views reading events).
         let three = try await StreamCPURow.measure(notificationBytes: 244, seconds: quick ? 1 : 10, streams: 3)
         rows.append(
             streamCPURow(
@@ -214,7 +214,7 @@ enum BenchCommand {
                 values: [
                     ("cpu_share", .double(iterationFloor)), ("ns_per_element", .double(Measure.seconds(element) * 1e9)),
                 ]))
-        // The SDK's own share (issue 14): no simulator, no real clock, no hop to the main actor.
+        // The SDK's own share: no simulator, no real clock, no hop to the main actor.
         for chunk in [20, 244] {
             var shares: [Int: ReceivePathRow.Outcome] = [:]
             for readers in [0, 1, 3] {

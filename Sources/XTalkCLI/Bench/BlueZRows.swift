@@ -3,7 +3,7 @@ import XTalkBleSdk
 import XTalkDBus
 import XTalkFakeBlueZ
 
-/// The Linux backend's rows (issue 17): the fake BlueZ runs in another
+/// The Linux backend's rows: the fake BlueZ runs in another
 /// process (`xtalk fake-bluez`: no link latency, no firmware processing
 /// time, so that a round trip is the software path alone; plain encoding), and both
 /// the SDK and bleak (the most used Python BLE client, whose Linux backend

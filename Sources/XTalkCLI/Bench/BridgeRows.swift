@@ -3,7 +3,7 @@ import XTalkBleBridge
 import XTalkBleSdk
 import XTalkSimulator
 
-/// The low-level bridge's rows (issue 18), through the router a host calls
+/// The low-level bridge's rows, through the router a host calls
 /// (JSON in, JSON out), as OneKey's JavaScript SDK uses it.
 ///
 /// - Echo throughput (virtual time, gated): V2 frames of 2048 bytes cut at

@@ -221,7 +221,7 @@ enum AuthRow {
     /// Round trips and time in virtual time: deterministic, so CI gates them.
     /// Each starts at a connection event (after one `AT`), as the model
     /// assumes. Every row authenticates through the integration guide's
-    /// adapter (`XTalkBleAuthTransport`, seed 002, verbatim), which starts in
+    /// adapter (`XTalkBleAuthTransport` of *iOS End-to-End Integration*, verbatim), which starts in
     /// `.plain` whatever the firmware uses.
     static func virtualTimeRows() async throws(CLIError) -> [BenchRow] {
         let device = device

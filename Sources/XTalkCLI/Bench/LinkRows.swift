@@ -99,7 +99,7 @@ enum LinkRow {
         let packetsPerEvent: Int
         let credits: Int
         var interval = Duration.milliseconds(15)
-        /// One in this many "ready to write" callbacks never arrives (issue 16).
+        /// One in this many "ready to write" callbacks never arrives.
         var lostReadyCallbacksOneIn: Int?
 
         var device: XTalkSimulatedDevice {
@@ -270,7 +270,7 @@ enum LinkRow {
             rows.append(
                 apiRow(configuration, try await measureAPI(configuration, perTask: perTask), minimum: 0.95))
         }
-        // iOS losing "ready to write" callbacks at random (issue 16): the pump
+        // iOS losing "ready to write" callbacks at random: the pump
         // re-polls the flag every 10 ms; the same bound, a 0.9 target.
         let lossy = Configuration(mtu: 23, packetsPerEvent: 6, credits: 2, lostReadyCallbacksOneIn: 20)
         rows.append(apiRow(lossy, try await measureAPI(lossy, perTask: perTask), minimum: 0.9))

@@ -3,7 +3,7 @@ import XTalkBleBridge
 import XTalkBleSdk
 import XTalkSimulator
 
-/// `xtalk bridge --stdio`: seed 004's low-level bridge (the router every host
+/// `xtalk bridge --stdio`: the low-level BLE bridge for OneKey's JavaScript SDK (the router every host
 /// shares) as a JSON-lines host, for tests and for Node.js programs: one
 /// request per input line, one reply per output line, requests concurrent.
 enum BridgeCommand {
