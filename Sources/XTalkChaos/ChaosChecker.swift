@@ -151,6 +151,16 @@ extension ChaosScenario {
         for call in calls where call.completions == 0 {
             violation("#\(call.id) \(call.what) never finished (hang)")
         }
+        // Lines the write pump still holds (a no-wait call's, behind a ready flag
+        // a lost callback left false) go out by the write-anyway bound: wait for
+        // them, so that the record shows them (checkState flags a longer stall).
+        if let since = client.writesBlockedSince {
+            let writeAnyway = since + Self.writeAnywayBound + .milliseconds(100)
+            while client.writesBlockedSince != nil && clock.elapsed < writeAnyway {
+                await clock.advance(by: .milliseconds(10))
+                checkState()
+            }
+        }
         // Let frames still in flight arrive: the device's notification queue
         // empties (a slow link takes as long as one byte per connection event
         // at worst), then a virtual second passes with no event.

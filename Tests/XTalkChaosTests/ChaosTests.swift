@@ -94,6 +94,9 @@ struct ChaosTests {
             53_164_703_912_759_164,
             53_095_659_383_971_705,
             53_109_903_086_308_159,
+            // a no-wait line the pump held behind a stuck ready flag when the scenario ended (checker)
+            53_153_064_211_912_099,
+            53_200_623_737_585_272,
         ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)
