@@ -101,6 +101,20 @@ extension ChaosScenario {
             )
         }
         if tornDown, client.atReady { violation("atReady after teardown()") }
+        // A switch asked for while an operation owns the channel waits for it to end, no longer.
+        if client.atReady, !tornDown,
+            let decoding = encodingChanges.last?.encoding, decoding != client.atEncoding
+        {
+            let since = decodingLagsSince ?? now
+            decodingLagsSince = since
+            if now - since > Self.switchWaitBound, !reportedDecodingLag {
+                violation(
+                    "the client has decoded in \(decoding) since \(since), though \(client.atEncoding) was asked for")
+                reportedDecodingLag = true
+            }
+        } else {
+            decodingLagsSince = nil
+        }
         // A lost "ready" callback never stalls the pump: it re-polls the flag
         // (every 10 ms) and, blocked for writeReadyTimeout, writes anyway.
         if let since = client.writesBlockedSince, reportedStall != since {
@@ -319,7 +333,7 @@ extension ChaosScenario {
                 continue
             }
             // Read in the wrong encoding, or completed after a decoder reset, or glued to a line the device cut.
-            if !inRightEncoding(from: at, to: at) { continue }
+            if !inRightEncoding(from: at, to: at, switchAtStartCounts: true) { continue }
             // (the rest of a line whose start a reset discarded, completed inside the reset's window)
             if candidates.contains(where: { candidate in
                 candidate.line.hasSuffix(line)
@@ -378,11 +392,15 @@ extension ChaosScenario {
         return nil
     }
 
-    /// The client's encoding was the device's from `start` to `end` (inclusive), with no switch in between.
-    func inRightEncoding(from start: Duration, to end: Duration) -> Bool {
+    /// The client decoded in the device's encoding from `start` to `end`
+    /// (inclusive), with no switch in between. `switchAtStartCounts`: a switch
+    /// at the very moment `start` counts as one in between (for a line
+    /// received then: a switch that waited for an operation applies after the
+    /// batch of bytes that ended it, and lines of that batch came before it).
+    func inRightEncoding(from start: Duration, to end: Duration, switchAtStartCounts: Bool = false) -> Bool {
         var current = encodingChanges.first?.encoding ?? firmwareEncoding
-        for change in encodingChanges {
-            if change.at <= start {
+        for change in encodingChanges.dropFirst() {
+            if change.at < start || (change.at == start && !switchAtStartCounts) {
                 current = change.encoding
             } else if change.at <= end {
                 return false  // any switch inside the window discards a partial line

@@ -61,7 +61,7 @@ package final class ChaosScenario {
     var stateChanges: [XTalkConnectionState] = []
     /// The connection state the app last heard of through `.connectionStateChanged`.
     var appState: XTalkConnectionState = .idle
-    /// When the client's encoding changed (to what), in order; the first entry is the start.
+    /// When the encoding the client decodes in changed (to what), in order; the first entry is the start.
     var encodingChanges: [(at: Duration, encoding: XTalkAtEncoding)] = []
     /// When the app or an authentication set the encoding (which discards a partial line, even for the same encoding).
     var decoderResets: [Duration] = []
@@ -79,6 +79,9 @@ package final class ChaosScenario {
     var deviceUpSince: Duration?
     /// The write stall last reported (once per stall).
     var reportedStall: Duration?
+    /// Since when the client has decoded in another encoding than the one last asked for.
+    var decodingLagsSince: Duration?
+    var reportedDecodingLag = false
 
     var tornDown = false
     /// Calls whose every command line matched the device's record with no exemption.
@@ -162,6 +165,16 @@ package final class ChaosScenario {
         let startsRight = random.chance(0.8)
         client.setAtEncoding(startsRight ? firmware.encoding : (firmware.encoding == .xor ? .plain : .xor))
         encodingChanges = [(.zero, client.atEncoding)]
+        // The encoding bytes are decoded in, as it changes: a switch asked for
+        // while an operation owns the channel applies only when it ends.
+        client.onDecodingEncoding = { [unowned self] encoding in
+            // The client's word is checked: it only ever decodes in the encoding
+            // last asked for (and checkState bounds how long it may lag).
+            if encoding != client.atEncoding {
+                violation("the client began decoding in \(encoding), but \(client.atEncoding) was asked for")
+            }
+            if encodingChanges.last?.encoding != encoding { encodingChanges.append((clock.elapsed, encoding)) }
+        }
         note(
             "device: \(firmware.encoding) firmware, echo \(firmware.echo), challenge \(firmware.challengeRequired), "
                 + "impostor \(impostor), processing \(firmware.processingDelay), reply delay "
@@ -180,6 +193,10 @@ package final class ChaosScenario {
 
     /// The longest drain after an operation that did not end cleanly.
     static let drainBound = Duration.seconds(1)
+    /// How long a switch may wait for the operation on the wire: the longest
+    /// operation drawn (an RF send's 5 s), its drain, and a write held behind
+    /// a stuck ready flag.
+    static let switchWaitBound = Duration.seconds(5) + drainBound + writeAnywayBound
     /// How long the write pump may hold bytes for a platform that says "no
     /// room": the client's `writeReadyTimeout` and one re-poll (10 ms).
     static let writeAnywayBound = XTalkBleClientOptions().writeReadyTimeout + .milliseconds(10)
@@ -507,9 +524,6 @@ package final class ChaosScenario {
     private func setEncoding(_ encoding: XTalkAtEncoding, byApp: Bool = true) {
         if byApp { appEncodingSets.append(clock.elapsed) }
         client.setAtEncoding(encoding)
-        if encodingChanges.last?.encoding != client.atEncoding {
-            encodingChanges.append((clock.elapsed, client.atEncoding))
-        }
         decoderResets.append(clock.elapsed)
     }
 

@@ -97,6 +97,11 @@ struct ChaosTests {
             // a no-wait line the pump held behind a stuck ready flag when the scenario ended (checker)
             53_153_064_211_912_099,
             53_200_623_737_585_272,
+            // lines decoded in the old encoding while a switch waited for an operation, judged by the new (checker)
+            53_129_606_963_021_446,
+            53_140_670_651_306_638,
+            53_171_326_730_002_819,
+            53_209_752_342_194_863,
         ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)

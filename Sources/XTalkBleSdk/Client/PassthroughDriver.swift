@@ -168,6 +168,7 @@ final class PassthroughDriver {
     /// Switches the encoding for later writes and reads (see the machine's `setEncoding`).
     func setEncoding(_ encoding: XTalkAtEncoding) {
         channel.setEncoding(encoding)
+        noteDecodingEncoding()
     }
 
     /// Writes bytes through the write pump as one more queued line, bypassing
@@ -301,6 +302,18 @@ final class PassthroughDriver {
             }
         }
         if pumps { pumpWrites() }
+        noteDecodingEncoding()
+    }
+
+    private var reportedDecodingEncoding: XTalkAtEncoding?
+
+    /// Tells the client's `onDecodingEncoding` observer when the encoding
+    /// received bytes are decoded in changes (and, first, the one it starts in).
+    func noteDecodingEncoding() {
+        let encoding = channel.decodingEncoding
+        guard encoding != reportedDecodingEncoding else { return }
+        reportedDecodingEncoding = encoding
+        client?.onDecodingEncoding?(encoding)
     }
 
     private func queue(_ event: ChannelEvent) {

@@ -99,6 +99,11 @@ public final class XTalkBleClient: NSObject {
     /// Since when the write pump has held bytes because the platform said
     /// "no room" (a checker's liveness invariant; package API).
     package var writesBlockedSince: Duration? { passthrough?.blockedSince }
+    /// Called with the encoding the connection's received bytes are decoded
+    /// in, when a connection opens and whenever it changes (a switch asked for
+    /// while an operation owned the channel applies when it ends): for the
+    /// chaos checker, which judges lines by it.
+    package var onDecodingEncoding: (@MainActor (XTalkAtEncoding) -> Void)?
     /// What the injected faults replay (nil without them).
     private var replayedLine: String?
     private var eventAfterDisconnect: XTalkBleEvent?
@@ -409,6 +414,7 @@ public final class XTalkBleClient: NSObject {
             client: self, peripheral: peripheral, generation: passthroughGeneration, encoding: atEncoding,
             writeType: writeType, tx: machine.profile.passthrough.writeRef, faults: injectedFaults)
         passthrough = link
+        link.noteDecodingEncoding()
         if injectedFaults.replaysLineAfterReconnect, let line = replayedLine {
             enqueue(.event(.atLine(line)), generation: link.generation)
         }

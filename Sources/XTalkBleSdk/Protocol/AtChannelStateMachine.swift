@@ -246,6 +246,10 @@ struct AtChannelStateMachine {
     /// The encoding of the next operation (a switch may wait for the current one).
     var encoding: XTalkAtEncoding { pendingEncoding ?? framer.encoding }
 
+    /// The encoding received bytes are decoded in now (a switch that waits
+    /// for the operation on the wire applies when it ends).
+    var decodingEncoding: XTalkAtEncoding { framer.encoding }
+
     /// True when nothing is on the wire, queued, or holding the channel.
     var isIdle: Bool {
         switch state {
