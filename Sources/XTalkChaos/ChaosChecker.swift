@@ -153,15 +153,23 @@ extension ChaosScenario {
 
     // MARK: At the end
 
+    /// Advances the virtual clock by `step` while `condition` holds, until
+    /// `deadline`, checking state after every step.
+    private func advance(
+        while condition: () -> Bool, until deadline: Duration, step: Duration = .milliseconds(100)
+    ) async {
+        while condition() && clock.elapsed < deadline {
+            await clock.advance(by: step)
+            checkState()
+        }
+    }
+
     func finish() async {
         peripheral.stopLineNoise()
         // Every call must end within the sum of the bounds of what is queued
         // (they run one after another) and a no-wait window.
         let deadline = clock.elapsed + calls.reduce(.seconds(6)) { $0 + $1.bound }
-        while calls.contains(where: { $0.completions == 0 }) && clock.elapsed < deadline {
-            await clock.advance(by: .milliseconds(100))
-            checkState()
-        }
+        await advance(while: { calls.contains(where: { $0.completions == 0 }) }, until: deadline)
         for call in calls where call.completions == 0 {
             violation("#\(call.id) \(call.what) never finished (hang)")
         }
@@ -170,20 +178,14 @@ extension ChaosScenario {
         // them, so that the record shows them (checkState flags a longer stall).
         if let since = client.writesBlockedSince {
             let writeAnyway = since + Self.writeAnywayBound + .milliseconds(100)
-            while client.writesBlockedSince != nil && clock.elapsed < writeAnyway {
-                await clock.advance(by: .milliseconds(10))
-                checkState()
-            }
+            await advance(while: { client.writesBlockedSince != nil }, until: writeAnyway, step: .milliseconds(10))
         }
         // Let frames still in flight arrive: the device's notification queue
         // empties (a slow link takes as long as one byte per connection event
         // at worst), then a virtual second passes with no event.
         let link = peripheral.device.link
         let drained = clock.elapsed + link.connectionInterval * peripheral.deviceBytesQueued + .seconds(10)
-        while peripheral.deviceBytesQueued > 0 && clock.elapsed < drained {
-            await clock.advance(by: .milliseconds(100))
-            checkState()
-        }
+        await advance(while: { peripheral.deviceBytesQueued > 0 }, until: drained)
         if peripheral.deviceBytesQueued > 0 {
             violation(
                 "the device's \(peripheral.deviceBytesQueued) queued notification bytes never left (link stalled)")

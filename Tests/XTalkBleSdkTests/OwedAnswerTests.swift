@@ -17,6 +17,22 @@ struct OwedAnswerTests {
         h.receive("1\r\n")  // the radio frame ends
     }
 
+    /// `first` times out (100 ms) with `next` queued behind it, unanswered;
+    /// the drain ends quiet, or at its bound; `next` is written.
+    static func timeOut(
+        _ first: String, then next: String, quiet: Bool, _ h: inout ChannelHarness
+    ) -> ChannelRequestID {
+        let timedOut = h.command(first, timeout: .milliseconds(100))
+        let id = h.command(next)
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[timedOut] == .failure(.timeout))
+        if quiet { h.fire(AtChannelStateMachine.defaultDrainQuiet) } else { drainUntilBound(&h) }
+        h.completeWrites()
+        #expect(h.writtenLines.last == next + "\r\n")
+        return id
+    }
+
     @Test("a reply owed past a drain that hit its bound goes to no later command")
     func owedAfterBound() {
         var h = ChannelHarness()
@@ -157,12 +173,7 @@ struct OwedAnswerTests {
     @Test("a drain that ends quiet owes nothing: a command the device never answered costs no later one")
     func quietClearsWhatWasOwed() {
         var h = ChannelHarness()
-        h.command("AT+SILENT", timeout: .milliseconds(100))
-        let next = h.command("AT")
-        h.completeWrites()
-        h.fire(.milliseconds(100))
-        h.fire(AtChannelStateMachine.defaultDrainQuiet)
-        h.completeWrites()
+        let next = Self.timeOut("AT+SILENT", then: "AT", quiet: true, &h)
         h.receive("OK\r\n")
         #expect(h.outcomes[next] == .success(["OK"]))
     }
@@ -174,14 +185,7 @@ struct OwedAnswerTests {
     @Test("after a quiet drain that dropped a debt, a query skips another information line and its OK")
     func quietDebtSkipsAnotherInformationLine() {
         var h = ChannelHarness()
-        let slow = h.command("AT+PING=t1", timeout: .milliseconds(100))
-        let next = h.command("AT+PING=t2")
-        h.completeWrites()
-        h.fire(.milliseconds(100))
-        #expect(h.outcomes[slow] == .failure(.timeout))
-        h.fire(AtChannelStateMachine.defaultDrainQuiet)
-        h.completeWrites()
-        #expect(h.writtenLines.last == "AT+PING=t2\r\n")
+        let next = Self.timeOut("AT+PING=t1", then: "AT+PING=t2", quiet: true, &h)
         h.receive("+PING:t1\r\nOK\r\n")  // t1's, late: events only
         #expect(h.outcomes[next] == nil)
         h.receive("+PING:t2\r\nOK\r\n")
@@ -191,12 +195,7 @@ struct OwedAnswerTests {
     @Test("after a quiet drain that dropped a debt, a bare OK before a query's information line is another's")
     func quietDebtSkipsABareOK() {
         var h = ChannelHarness()
-        h.command("AT+SILENT", timeout: .milliseconds(100))
-        let next = h.command("AT+VER?")
-        h.completeWrites()
-        h.fire(.milliseconds(100))
-        h.fire(AtChannelStateMachine.defaultDrainQuiet)
-        h.completeWrites()
+        let next = Self.timeOut("AT+SILENT", then: "AT+VER?", quiet: true, &h)
         h.receive("OK\r\n")  // AT+SILENT's, late
         #expect(h.outcomes[next] == nil)
         h.receive("+VER:1.4.2\r\nOK\r\n")
@@ -212,13 +211,7 @@ struct OwedAnswerTests {
     func ownInformationLineEndsTheDebt() {
         // The drain hit its bound with a reply owed; the device never sends it.
         var h = ChannelHarness()
-        h.command("AT+SILENT", timeout: .milliseconds(100))
-        let next = h.command("AT+PING=t3")
-        h.completeWrites()
-        h.fire(.milliseconds(100))
-        Self.drainUntilBound(&h)
-        h.completeWrites()
-        #expect(h.writtenLines.last == "AT+PING=t3\r\n")
+        let next = Self.timeOut("AT+SILENT", then: "AT+PING=t3", quiet: false, &h)
         h.receive("+PING:t3\r\nOK\r\n")
         #expect(h.outcomes[next] == .success(["+PING:t3", "OK"]))
     }

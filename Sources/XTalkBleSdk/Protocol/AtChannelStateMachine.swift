@@ -913,9 +913,9 @@ struct AtChannelStateMachine {
                 staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
                 return
             }
-            switch (isolation.kind, finalCode) {
-            case (.command, .error), (.send, .error), (.send, nil): break
-            case (.command, _), (.send, .ok): staleLines.currentOperationAnswered()  // its own answer
+            // Its own answer (an `ERROR` may still be a garbled line's; a send is answered `OK`).
+            if finalCode != .error && (isolation.kind == .command || finalCode == .ok) {
+                staleLines.currentOperationAnswered()
             }
             switch (isolation.kind, finalCode) {
             case (.command, .some) where isolation.awaitingReady:

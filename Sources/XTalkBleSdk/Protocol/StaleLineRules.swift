@@ -81,11 +81,8 @@ struct StaleLineRules {
         // in the other one never decode as lines: a count of them is no longer
         // to be trusted. Those that do decode are the `ERROR`s of a device in
         // the new encoding to lines it read garbled (PROTOCOL.md section 6).
-        let owed = owesReply || garbledAnswersMayFollow
-        let late = lateAnswersMayFollow
-        nothingOwed()
-        garbledAnswersMayFollow = owed
-        lateAnswersMayFollow = late
+        garbledAnswersMayFollow = garbledAnswersMayFollow || owesReply
+        forgetCounts()
     }
 
     /// Whether a line is the `ERROR` a device answers to a line it read
@@ -202,19 +199,21 @@ struct StaleLineRules {
     /// A drain ended because the channel was quiet for the drain period:
     /// nothing earlier is owed any more, but what was owed may still come late.
     mutating func drainEndedQuiet() {
-        let owed = owesReply || lateAnswersMayFollow
-        let garbled = garbledAnswersMayFollow
-        nothingOwed()
-        lateAnswersMayFollow = owed
-        garbledAnswersMayFollow = garbled
+        lateAnswersMayFollow = lateAnswersMayFollow || owesReply
+        forgetCounts()
     }
 
     /// The device rebooted (`+READY`) or the link ended: nothing earlier is
     /// owed any more, nor can it come.
     mutating func nothingOwed() {
-        owedReplies.removeAll()
-        owedSendFinishes = 0
+        forgetCounts()
         garbledAnswersMayFollow = false
         lateAnswersMayFollow = false
+    }
+
+    /// The counts of replies and `+SENDFIN:` lines owed start again from none.
+    private mutating func forgetCounts() {
+        owedReplies.removeAll()
+        owedSendFinishes = 0
     }
 }
