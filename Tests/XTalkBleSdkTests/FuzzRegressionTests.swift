@@ -88,6 +88,15 @@ struct StreamFuzzRegressionTests {
             "a send's OK taken as owed, then its +SENDFIN:FAIL",
             [0x04, 0, 0, 0x0D, 0, 0] + Array("+ERNDFIN:OK\r\nOK\r\n+SENDFIN:FAIL,no ack\r\n".utf8)
         ),
+        // Found by the fuzzer (minimized): a switch to xor waits for the command while a line of 4096
+        // bytes and more (the filler) overflows and ends in one notification; the bytes after its LF come
+        // back to be read in xor, the device being mid-line there. Byte 4096 of that line was once taken
+        // as the byte before them, and being the xor LF, made the rest of the device's line a line.
+        (
+            "a switch that waited, over a line that overflowed and ended in one notification",
+            [0x08, 0xF2, 0x55, 0x4B, 0x0D, 0x0A] + Array("VEP:".utf8) + [0, 0] + Array("\r\n+X\r\n".utf8) + [0xFF]
+                + Array("K\r\nEP\n".utf8)
+        ),
     ]
 
     @Test("pinned inputs pass both oracles", arguments: pinned)

@@ -369,6 +369,26 @@ struct OwedAnswerTests {
         other.markSwitchRequest()
         other.feed(Array("OK\r\nAB".utf8), into: &units)
         #expect(other.switchEncoding(to: .xor) == Array("AB".utf8))
+        // A line that overflowed ends in the old encoding: the byte before what comes back is its LF, in
+        // every chunking, whatever byte 4096 of the line was. (Found by the receive fuzzer: with the line
+        // and its LF in one chunk, byte 4096, here the xor LF, once stood before the bytes handed back, so
+        // the rest of a line the device was in the middle of posed as a line of its own.)
+        let overflowing = Array(repeating: UInt8(ascii: "A"), count: 4095) + [0x0A ^ 0x5A] + Array("AAAA\n".utf8)
+        let stream = overflowing + XTalkAtEncoding.xor.encodeText(":old\r\n")
+        for chunk in [stream.count, 1, 7] {
+            var overflow = LineFramer(encoding: .plain)
+            var oldUnits: [FramedUnit] = []
+            overflow.markSwitchRequest()
+            for start in stride(from: 0, to: stream.count, by: chunk) {
+                overflow.feed(stream[start..<min(stream.count, start + chunk)], into: &oldUnits)
+            }
+            let back = overflow.switchEncoding(to: .xor)
+            #expect(back == XTalkAtEncoding.xor.encodeText(":old\r\n"), "chunks of \(chunk)")
+            var newUnits: [FramedUnit] = []
+            overflow.feed(back, into: &newUnits)
+            #expect(newUnits == [.raw(Data(back))], "chunks of \(chunk): the rest of a line, not a line")
+        }
+
         // No request: a plain reset.
         var plain = LineFramer(encoding: .plain)
         plain.feed(Array("AB".utf8), into: &units)

@@ -126,8 +126,6 @@ struct LineFramer {
                 appendContent(segment, into: &units)
                 return
             }
-            // A line ends here: every byte buffered after it came after a switch's request.
-            if requestMark != nil { requestMark = (0, lf) }
             if discarding {
                 // The rest of a discarded line, terminator included, as received.
                 appendContent(segment, into: &units)
@@ -145,6 +143,10 @@ struct LineFramer {
                 pending.withUnsafeBufferPointer { Self.emitLine($0, key: key, into: &units) }
                 pending.removeAll(keepingCapacity: true)
             }
+            // A line ended here: every byte buffered after it came after a switch's request, and the
+            // byte before them is this LF. (Set after the line is taken: an overflow of the line
+            // moves the mark as it flushes, and the LF must have the last word.)
+            if requestMark != nil { requestMark = (0, lf) }
             start = index + 1
         }
     }
