@@ -299,6 +299,34 @@ struct OwedAnswerTests {
         #expect(e.outcomes[echoed] == .success(["ERROR"]))
     }
 
+    @Test("a garbled line's ERROR pays no reply owed after the switch: the next command still gets its own")
+    func garbledErrorPaysNoOwedReply() {
+        // Chaos seed 79642376867370346: the ERROR a device in plain answered a line it read garbled
+        // (written in xor) paid the reply owed a send that timed out after the switch; the send's OK then
+        // went to the next command, and each command after it took the answer of the one before.
+        var h = ChannelHarness(encoding: .xor)
+        let probe = h.command("AT+AUTH?", timeout: .milliseconds(800))
+        h.completeWrites()
+        h.fire(.milliseconds(800))
+        #expect(h.outcomes[probe] == .failure(.timeout))
+        h.machine.setEncoding(.plain)
+        let send = h.send("0008C5C9", timeout: .milliseconds(200))
+        let next = h.command("AT+PING=t7")
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+SEND=0008C5C9\r\n")
+        h.fire(.milliseconds(200))  // the send times out, unanswered: its OK and +SENDFIN: are owed
+        #expect(h.outcomes[send] == .failure(.timeout))
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+PING=t7\r\n")
+        h.receive("ERROR\r\n")  // the garbled probe's: pays nothing
+        h.receive("OK\r\n+SENDFIN:OK\r\n")  // the send's, late
+        #expect(h.outcomes[next] == nil)
+        h.receive("+PING:t7\r\nOK\r\n")
+        #expect(h.outcomes[next] == .success(["+PING:t7", "OK"]))
+    }
+
     @Test("a no-wait window ends at its own result, not at a reply owed an earlier line")
     func noWaitWaitsForItsOwn() throws {
         var h = ChannelHarness()

@@ -74,24 +74,24 @@ struct StaleLineRulesTests {
     func owedReplies() {
         var rules = StaleLineRules()
         #expect(!rules.owesReply)
-        rules.ownerlessResponseLine(final: false)
+        rules.ownerlessResponseLine("+X:1", final: false)
         #expect(rules.owesReply)
-        rules.ownerlessResponseLine(final: false)  // the same reply goes on
-        rules.ownerlessResponseLine(final: true)
+        rules.ownerlessResponseLine("+X:1", final: false)  // the same reply goes on
+        rules.ownerlessResponseLine("OK", final: true)
         #expect(!rules.owesReply, "its final code closed it")
-        rules.ownerlessResponseLine(final: true)  // nothing owed: nothing to pay
+        rules.ownerlessResponseLine("OK", final: true)  // nothing owed: nothing to pay
         #expect(!rules.owesReply)
 
         // Two owed, paid in order; an RF send's OK makes its +SENDFIN: owed, its ERROR does not.
         rules.answerLeftOwed(.sendReply)
         rules.answerLeftOwed(.reply)
         rules.answerLeftOwed(.sendReply)
-        rules.ownerlessResponseLine(final: true, ok: true)
+        rules.ownerlessResponseLine("OK", final: true, ok: true)
         #expect(rules.owedSendFinishes == 1)
-        rules.ownerlessResponseLine(final: true, ok: true)  // the command's: no +SENDFIN: follows
+        rules.ownerlessResponseLine("OK", final: true, ok: true)  // the command's: no +SENDFIN: follows
         #expect(rules.owedSendFinishes == 1)
         #expect(rules.owesReply)
-        rules.ownerlessResponseLine(final: true, ok: false)  // the second send's ERROR
+        rules.ownerlessResponseLine("ERROR", final: true, ok: false)  // the second send's ERROR
         #expect(!rules.owesReply)
         #expect(rules.owedSendFinishes == 1)
         let owedOne = rules.sendFinishedArrived()
@@ -113,6 +113,24 @@ struct StaleLineRulesTests {
         rules.answerLeftOwed(.sendReply)
         rules.connectionEnded()
         #expect(!rules.owesReply)
+    }
+
+    @Test("after a switch that dropped a debt, an ERROR pays no reply owed since; another final code does")
+    func garbledErrorsPayNothing() {
+        var rules = StaleLineRules()
+        rules.answerLeftOwed(.reply)
+        rules.framerReset()  // the switch: ERRORs to lines read garbled may follow
+        rules.answerLeftOwed(.sendReply)  // a send written after the switch, unanswered
+        rules.ownerlessResponseLine("ERROR", final: true)
+        #expect(rules.owesReply, "a garbled line's ERROR: the send's reply is still owed")
+        rules.ownerlessResponseLine("OK", final: true, ok: true)
+        #expect(!rules.owesReply)
+        #expect(rules.owedSendFinishes == 1, "the send's OK: its +SENDFIN: is owed")
+        // With no switch in doubt, an ERROR pays as any final code.
+        var plain = StaleLineRules()
+        plain.answerLeftOwed(.reply)
+        plain.ownerlessResponseLine("ERROR", final: true)
+        #expect(!plain.owesReply)
     }
 
     @Test("a log:false command's lines are sensitive, and so is what follows its end until the next write; URCs never")

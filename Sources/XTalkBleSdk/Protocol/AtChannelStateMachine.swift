@@ -767,7 +767,7 @@ struct AtChannelStateMachine {
             break
         case .response(let finalCode):
             if stale {
-                staleResponseLine(finalCode: finalCode)
+                staleResponseLine(line, finalCode: finalCode)
             } else {
                 responseLine(line, finalCode: finalCode, into: &actions)
             }
@@ -792,10 +792,10 @@ struct AtChannelStateMachine {
     /// A response line that arrived (in part) before the current operation's
     /// first byte: never its response, but a reply it leaves open makes the
     /// next final code not ours, and a final code pays the oldest reply owed.
-    private mutating func staleResponseLine(finalCode: FinalResultCode?) {
+    private mutating func staleResponseLine(_ line: String, finalCode: FinalResultCode?) {
         switch state {
         case .transaction, .isolation:
-            staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+            staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
         case .idle, .draining, .closed:
             break
         case .modifying: Self.modifyingEscaped()
@@ -837,7 +837,7 @@ struct AtChannelStateMachine {
                     // While a late answer may still come, a bare `OK` before our
                     // information line, or another line in its place, is another
                     // reply's, up to its final code (an event only).
-                    staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+                    staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
                     state = .transaction(transaction)
                     return
                 }
@@ -852,7 +852,7 @@ struct AtChannelStateMachine {
                 if staleLines.owesReply, finalCode == .ok, case .send(accepted: false) = transaction.kind {
                     transaction.paidOwedOK = true
                 }
-                staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+                staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
                 state = .transaction(transaction)
                 return
             }
@@ -893,12 +893,12 @@ struct AtChannelStateMachine {
                 case nil:
                     // An RF send is answered OK or ERROR alone: another line begins
                     // a reply the device owed an earlier command, up to its final code.
-                    staleLines.ownerlessResponseLine(final: false)
+                    staleLines.ownerlessResponseLine(line, final: false)
                     state = .transaction(transaction)
                 }
             case .send(accepted: true):
                 // Accepted: the send's own answer is complete; any reply now is another's.
-                staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+                staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
                 state = .transaction(transaction)
             }
         case .isolation(var isolation):
@@ -910,7 +910,7 @@ struct AtChannelStateMachine {
                 || staleLines.isGarbledLineAnswer(line)) && !isolation.awaitingReady
             {
                 // A reply the device owed an earlier line: the window waits for its own result.
-                staleLines.ownerlessResponseLine(final: finalCode != nil, ok: finalCode == .ok)
+                staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
                 return
             }
             // Its own answer (an `ERROR` may still be a garbled line's; a send is answered `OK`).
@@ -936,11 +936,11 @@ struct AtChannelStateMachine {
             }
         case .draining(var drain):
             // A drain that ends at its bound in the middle of a reply leaves it open.
-            staleLines.ownerlessResponseLine(final: finalCode != nil)
+            staleLines.ownerlessResponseLine(line, final: finalCode != nil)
             restartQuiet(&drain, into: &actions)
             state = .draining(drain)
         case .idle:
-            staleLines.ownerlessResponseLine(final: finalCode != nil)
+            staleLines.ownerlessResponseLine(line, final: finalCode != nil)
         case .closed:
             break
         case .modifying: Self.modifyingEscaped()

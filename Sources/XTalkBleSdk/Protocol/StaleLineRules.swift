@@ -160,10 +160,15 @@ struct StaleLineRules {
     /// operation's first byte, while an answer was owed, or it cannot be the
     /// current RF send's. A final result code (`final`) pays the oldest
     /// reply owed (`ok`: it was `OK`); a line without one begins a reply whose
-    /// final code is owed, if none was.
-    mutating func ownerlessResponseLine(final: Bool, ok: Bool = false) {
+    /// final code is owed, if none was. An `ERROR` that may answer a line the
+    /// device read garbled before an encoding switch pays nothing: the device
+    /// answers in order, so those come before the reply to any line written
+    /// after the switch (should that reply have been an `ERROR`, the count
+    /// keeps one too many, and the next command times out rather than take
+    /// another's lines).
+    mutating func ownerlessResponseLine(_ line: String, final: Bool, ok: Bool = false) {
         if final {
-            guard !owedReplies.isEmpty else { return }
+            guard !owedReplies.isEmpty, !isGarbledLineAnswer(line) else { return }
             if owedReplies.removeFirst() && ok { owedSendFinishes += 1 }
         } else if owedReplies.isEmpty {
             owedReplies.append(false)
