@@ -442,6 +442,10 @@ private final class RecordChecker {
         case cut
         /// Written in the other encoding: the device read (part of) it as another line.
         case wrongEncoding
+        /// Only the end of the line counted: the host paused in the middle of
+        /// it (a stuck ready flag) for longer than the device's inter-character
+        /// timeout, which discarded its head.
+        case headDiscarded
     }
 
     init(scenario: ChaosScenario) {
@@ -561,6 +565,11 @@ private final class RecordChecker {
             {
                 return (wire, .cut)
             }
+            if command.followsDiscardedPartialLine, !command.text.isEmpty,
+                command.text.utf8.count < wire.text.utf8.count, wire.text.hasSuffix(command.text)
+            {
+                return (wire, .headDiscarded)
+            }
         }
         // Read in the other encoding, the line is a piece of what the client wrote.
         let flipped = command.text.utf8.map { $0 ^ 0x5A }
@@ -578,7 +587,7 @@ private final class RecordChecker {
     }
 
     private func ownCommand(of wire: WireCommand) -> (XTalkDeviceRecord.Command, Relation)? {
-        ownedCommands[ObjectIdentifier(wire)]?.first { $0.1 == .exact || $0.1 == .damaged }
+        ownedCommands[ObjectIdentifier(wire)]?.first { $0.1 == .exact || $0.1 == .damaged || $0.1 == .headDiscarded }
     }
 
     /// The response lines a command gets from an answer: the echo of its own line is not one.
@@ -694,12 +703,25 @@ private final class RecordChecker {
             // (Its echo, if the firmware echoes, is the damaged line the device received.)
             // (Only when that answer reached the host before the call ended: an
             // earlier command's ERROR can look the same.)
+            // (A window may also have collected nothing: that ERROR answers the remnant as much as the
+            // line, and after an encoding switch the client takes it for the answer to a line the
+            // device read garbled, as an automatic command then times out.)
             if let own, own.1 == .damaged, let ownAnswer,
                 let delivered = ownAnswer.deliveredAt, delivered <= endedAt,
-                responseLines(ownAnswer, for: wire.text) == lines || responseLines(ownAnswer, for: own.0.text) == lines,
+                responseLines(ownAnswer, for: wire.text) == lines || responseLines(ownAnswer, for: own.0.text) == lines
+                    || (wire.collects && lines.isEmpty && ownAnswer.output.lines.last == "ERROR"),
                 remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text)
             {
                 return .excused("damaged by a wrong-encoding remnant")
+            }
+            // The device's answer to the tail of the line, whose head its inter-character timeout
+            // discarded while the host paused in the middle of the line. (An echo, if the firmware
+            // echoes, is of that tail: not the client's line, so a response line to it.)
+            if let own, own.1 == .headDiscarded, let ownAnswer,
+                let delivered = ownAnswer.deliveredAt, delivered <= endedAt,
+                ownAnswer.output.lines == lines
+            {
+                return .excused("device discarded the line's head")
             }
         }
         // The device's notification queue overflowed and cut the line in front of the answer (or the answer).

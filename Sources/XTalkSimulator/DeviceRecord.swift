@@ -39,6 +39,10 @@ package struct XTalkDeviceRecord: Sendable {
         package let at: Duration
         /// The connection it arrived on (`XTalkSimulatedPeripheral.connections` then).
         package let connection: Int
+        /// The inter-character timeout discarded a partial line since the
+        /// previous line ended: this one may be the tail of a line whose head
+        /// was lost (the host paused in the middle of it).
+        package var followsDiscardedPartialLine = false
     }
 
     package struct Emission: Sendable {

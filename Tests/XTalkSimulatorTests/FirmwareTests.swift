@@ -310,6 +310,24 @@ private func firmware(_ change: (inout XTalkSimulatedFirmware) -> Void) -> XTalk
         #expect(bench.firmware.processedCommands == ["AT"])
     }
 
+    @Test("A line whose head the partial-line timeout discarded is recorded as following a discard; the next is not")
+    func discardedHeadIsRecorded() async {
+        let bench = Bench()
+        bench.write("AT+PING=ab", terminator: "")
+        await bench.advance(.milliseconds(500))  // the host paused mid-line: the head is gone
+        #expect(await bench.exchange("cdef") == ["ERROR"])
+        #expect(await bench.exchange("AT") == ["OK"])
+        let log = bench.firmware.commandLog
+        #expect(log.map(\.text) == ["cdef", "AT"])
+        #expect(log.map(\.followsDiscardedPartialLine) == [true, false])
+        // A line that was never cut is not marked, nor is one after an empty line that followed a discard.
+        bench.write("AT+PING=x", terminator: "")
+        await bench.advance(.milliseconds(500))
+        bench.write("")
+        #expect(await bench.exchange("AT") == ["OK"])
+        #expect(bench.firmware.commandLog.last?.followsDiscardedPartialLine == false)
+    }
+
     @Test("Before the partial-line timeout, garbage joins the next command into an ERROR line")
     func garbageBeforeTimeoutYieldsError() async {
         let bench = Bench()

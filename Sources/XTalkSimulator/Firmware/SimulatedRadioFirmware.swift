@@ -43,6 +43,8 @@ package final class SimulatedRadioFirmware {
     private var lineOverflowed = false
     /// The inter-character timer that discards a partial line.
     private var partialLineTimer: Int?
+    /// That timer discarded a partial line since the last line ended (for the record).
+    private var discardedPartialLine = false
     /// Set while the MCU resets (from `AT+RST`'s `OK` to `+READY`): the UART
     /// is deaf meanwhile, and the radio neither receives frames nor sends
     /// what the old MCU still had to say.
@@ -169,6 +171,7 @@ package final class SimulatedRadioFirmware {
         } else if !line.isEmpty {
             process(line)
         }
+        discardedPartialLine = false
     }
 
     /// Starts the inter-character timer afresh while a partial line is buffered, and stops it otherwise.
@@ -179,6 +182,7 @@ package final class SimulatedRadioFirmware {
         partialLineTimer = schedule(after: timeout) { firmware in
             firmware.partialLineTimer = nil
             firmware.clearLine()
+            firmware.discardedPartialLine = true
         }
     }
 
@@ -199,8 +203,10 @@ package final class SimulatedRadioFirmware {
         Self.bound(&processedCommands)
         let number = commandCount
         commandCount += 1
-        commandLog.append(
-            XTalkDeviceRecord.Command(number: number, text: command, at: scheduler.elapsed, connection: connection))
+        var entry = XTalkDeviceRecord.Command(
+            number: number, text: command, at: scheduler.elapsed, connection: connection)
+        entry.followsDiscardedPartialLine = discardedPartialLine
+        commandLog.append(entry)
         Self.bound(&commandLog)
         let faults = configuration.faults
         // Silence hides what a command produces, not the command: it still runs, like an MCU whose UART TX is lost.
