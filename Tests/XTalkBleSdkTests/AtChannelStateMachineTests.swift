@@ -18,6 +18,10 @@ struct ChannelHarness {
     /// Bytes written for no operation (the end of a cut line).
     var unattributedWrites: [[UInt8]] = []
     var events: [ChannelEvent] = []
+    /// Each line is handed to the link whole as soon as it is written (as a
+    /// pump with room does); its completion comes when the test says. False:
+    /// lines stay in the pump until `handOver()`.
+    var handsOverAtOnce = true
 
     init(encoding: XTalkAtEncoding = .plain) {
         machine = AtChannelStateMachine(encoding: encoding)
@@ -27,7 +31,9 @@ struct ChannelHarness {
         actions += new
         for action in new {
             switch action {
-            case .write(let id, let bytes): writes.append((id, bytes))
+            case .write(let id, let bytes):
+                writes.append((id, bytes))
+                if handsOverAtOnce { apply(machine.lineHandedOver(id)) }
             case .withdrawWrite(let id): withdrawals.append(id)
             case .writeUnattributed(let bytes): unattributedWrites.append(bytes)
             case .startTimer(let id, let duration): liveTimers[id] = duration
@@ -73,6 +79,8 @@ struct ChannelHarness {
     mutating func receiveBytes(_ bytes: [UInt8]) { apply(machine.bytesReceived(bytes)) }
     mutating func completeLastWrite() { if let last = writes.last { apply(machine.writeCompleted(last.0)) } }
     mutating func completeWrites() { for write in writes { apply(machine.writeCompleted(write.0)) } }
+    /// Hands every line written so far to the link (with `handsOverAtOnce` false).
+    mutating func handOver() { for write in writes { apply(machine.lineHandedOver(write.0)) } }
 
     /// Fires the live timer of the given duration (the only one, or the newest).
     mutating func fire(_ duration: Duration) {

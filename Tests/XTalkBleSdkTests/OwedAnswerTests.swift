@@ -327,6 +327,30 @@ struct OwedAnswerTests {
         #expect(h.outcomes[next] == .success(["+PING:t7", "OK"]))
     }
 
+    @Test("a line still in the write pump has no answer yet: what arrives meanwhile is another line's")
+    func noAnswerBeforeTheLineIsHandedOver() {
+        // Chaos seed 53184280376555539: the pump held AT+AUTH? behind a stuck ready flag; the device's
+        // ERROR to the tail of an RF send that had timed out arrived, and the probe took it as its answer
+        // (the authenticator then probed again, and a window collected two answers).
+        var h = ChannelHarness()
+        h.handsOverAtOnce = false
+        let probe = h.command("AT+AUTH?", timeout: .milliseconds(800))
+        h.receive("ERROR\r\n")
+        #expect(h.outcomes[probe] == nil, "the device cannot have answered a line it has not received")
+        h.receive("+X:1\r\nOK\r\n")  // a whole reply, too
+        #expect(h.outcomes[probe] == nil)
+        h.handOver()
+        h.receive("+AUTH:0\r\nOK\r\n")
+        #expect(h.outcomes[probe] == .success(["+AUTH:0", "OK"]))
+        #expect(h.lineEvents.prefix(3) == ["ERROR", "+X:1", "OK"])
+
+        // Handed over but not confirmed yet (with response: before the acknowledgement): its answer.
+        var acked = ChannelHarness()
+        let query = acked.command("AT+VER?")
+        acked.receive("+VER:1\r\nOK\r\n")
+        #expect(acked.outcomes[query] == .success(["+VER:1", "OK"]))
+    }
+
     @Test("a no-wait window ends at its own result, not at a reply owed an earlier line")
     func noWaitWaitsForItsOwn() throws {
         var h = ChannelHarness()

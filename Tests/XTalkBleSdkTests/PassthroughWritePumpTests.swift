@@ -13,9 +13,13 @@ struct PassthroughWritePumpTests {
         pump.enqueue(a, Array(0..<50))
         pump.enqueue(b, Array(50..<60))
         #expect(pump.nextChunk(maximumLength: 20, canSend: false) == nil)
-        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(0..<20), completes: []))
+        #expect(
+            pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(0..<20), completes: [], handsOver: [])
+        )
         // The MTU grew: the next chunk is larger, and filled across the line boundary.
-        #expect(pump.nextChunk(maximumLength: 244, canSend: true) == .init(bytes: Data(20..<60), completes: [a, b]))
+        #expect(
+            pump.nextChunk(maximumLength: 244, canSend: true)
+                == .init(bytes: Data(20..<60), completes: [a, b], handsOver: [a, b]))
         #expect(pump.nextChunk(maximumLength: 244, canSend: true) == nil)
         #expect(!pump.isBusy)
     }
@@ -27,7 +31,7 @@ struct PassthroughWritePumpTests {
         pump.enqueue(a, Array(0..<10))
         #expect(
             pump.nextChunk(maximumLength: 20, canSend: true)
-                == .init(bytes: Data([0x0D, 0x0A] + Array(0..<10)), completes: [a]))
+                == .init(bytes: Data([0x0D, 0x0A] + Array(0..<10)), completes: [a], handsOver: [a]))
         #expect(!pump.isBusy)
         // With response: a refused chunk that stopped inside an unattributed
         // write drops its rest and fails only the attributed lines it held.
@@ -38,7 +42,10 @@ struct PassthroughWritePumpTests {
         let withdrawn = acked.withdraw(b)
         #expect(withdrawn, "an attributed line not yet started can be withdrawn")
         acked.enqueue(b, [3])
-        #expect(acked.nextChunk(maximumLength: 20, canSend: true)?.bytes.count == 20)
+        let first = acked.nextChunk(maximumLength: 20, canSend: true)
+        #expect(first?.bytes.count == 20)
+        // With response: a line ends in the chunk, handed over now, complete only at the acknowledgement.
+        #expect(first?.handsOver == [a] && first?.completes == [])
         #expect(acked.acknowledged(error: "refused") == [.failed(a, reason: "refused")])
         #expect(
             acked.nextChunk(maximumLength: 20, canSend: true)?.bytes == Data([3]),
@@ -109,7 +116,9 @@ struct PassthroughWritePumpTests {
         #expect(!halfWritten, "a is half written")
         #expect(queued)
         #expect(!gone, "already gone")
-        #expect(pump.nextChunk(maximumLength: 20, canSend: true) == .init(bytes: Data(20..<30), completes: [a]))
+        #expect(
+            pump.nextChunk(maximumLength: 20, canSend: true)
+                == .init(bytes: Data(20..<30), completes: [a], handsOver: [a]))
         #expect(pump.nextChunk(maximumLength: 20, canSend: true) == nil)
         var withResponse = PassthroughWritePump(writeType: .withResponse)
         withResponse.enqueue(a, [1])

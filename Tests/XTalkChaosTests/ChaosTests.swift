@@ -106,6 +106,15 @@ struct ChaosTests {
             79_642_376_867_370_346,
             53_121_192_401_633_716,
             53_124_802_434_279_556,
+            // the device's inter-character timeout discarded a line's head during a 2 s stall (checker)
+            53_144_155_925_471_335,
+            53_187_314_396_639_506,
+            13_275_910_981_691_215,
+            // a window collected nothing: the ERROR to a line behind a wrong-encoding remnant (checker)
+            79_681_917_342_585_370,
+            79_658_720_228_400_079,
+            // a probe still held in the write pump took the late ERROR of a timed-out send
+            53_184_280_376_555_539,
         ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)

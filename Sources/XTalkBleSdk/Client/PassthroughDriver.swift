@@ -225,6 +225,7 @@ final class PassthroughDriver {
             guard let chunk = pump.nextChunk(maximumLength: maximum, canSend: canSend) else { break }
             blockedSince = nil
             backend.writeValue(chunk.bytes, for: tx, of: peripheral, type: type)
+            for handedOver in chunk.handsOver { perform(channel.lineHandedOver(handedOver)) }
             for completed in chunk.completes { lineWritten(completed, failure: nil) }
         }
         // Without response, bytes still queued mean the flag said no.

@@ -220,6 +220,12 @@ struct AtChannelStateMachine {
     private var framer: LineFramer
     /// The line being written, if any; drains wait for it to finish.
     private var outstandingWrite: ChannelWriteID?
+    /// The end of `outstandingWrite`'s line has been handed to the link
+    /// (`lineHandedOver`; with response, before its acknowledgement). Until
+    /// then the device cannot have answered the line, nor echoed it.
+    private var outstandingLineHandedOver = false
+    /// The line of the operation on the wire has not all gone to the link yet.
+    private var ownLineUnsent: Bool { outstandingWrite != nil && !outstandingLineHandedOver }
     private var nextID: UInt64 = 0
     private var units: [FramedUnit] = []
     /// Bytes a switch that waited hands back to be decoded in its encoding
@@ -490,6 +496,15 @@ struct AtChannelStateMachine {
     }
 
     /// The driver finished writing a line.
+    /// The last byte of a line went to the link (the driver's write pump
+    /// handed over the chunk that ends it); its completion may follow later
+    /// (with response, at the acknowledgement). Nothing to perform: lines that
+    /// arrive before this are never the line's answer.
+    mutating func lineHandedOver(_ id: ChannelWriteID) -> [ChannelAction] {
+        if outstandingWrite == id { outstandingLineHandedOver = true }
+        return []
+    }
+
     mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] {
         // (Not outstanding: a line of an operation the channel already moved
         // past, e.g. a window that closed before its write was confirmed.)
@@ -810,6 +825,15 @@ struct AtChannelStateMachine {
             // still shares its storage would copy the whole array for every line.
             // Every path below stores the transaction back or ends it.
             state = .modifying
+            if ownLineUnsent {
+                // Our line has not all gone to the link: the device cannot have
+                // answered it yet. Another line's reply, up to its final code
+                // (e.g. one the device owed a send whose line the pump finished
+                // only after that send timed out): an event only.
+                staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
+                state = .transaction(transaction)
+                return
+            }
             if line == transaction.text && !transaction.awaitingReady && !transaction.sawOwnResult {
                 // Our echo: the device answers in order, so every reply it owed
                 // before our line has ended, and whatever a command collected
@@ -906,8 +930,9 @@ struct AtChannelStateMachine {
                 staleLines.deviceReachedCurrentLine()  // our echo: every earlier reply has ended
                 return
             }
-            if (staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode)
-                || staleLines.isGarbledLineAnswer(line)) && !isolation.awaitingReady
+            if ownLineUnsent
+                || ((staleLines.owesReply || Self.isEchoOfAnotherLine(line, finalCode)
+                    || staleLines.isGarbledLineAnswer(line)) && !isolation.awaitingReady)
             {
                 // A reply the device owed an earlier line: the window waits for its own result.
                 staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
@@ -1089,6 +1114,7 @@ struct AtChannelStateMachine {
         staleLines.writeStarted(framerHasPartialLine: framer.hasPartialLine)
         let id = ChannelWriteID(raw: makeID())
         outstandingWrite = id
+        outstandingLineHandedOver = false
         lastLineEncoding = framer.encoding
         actions.append(.write(id, framer.encoding.encodeLine(text)))
     }

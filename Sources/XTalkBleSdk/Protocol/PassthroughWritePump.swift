@@ -21,6 +21,10 @@ struct PassthroughWritePump {
         let bytes: Data
         /// Lines whose last byte is in this chunk (without response: complete now).
         let completes: [ChannelWriteID]
+        /// Lines whose last byte is in this chunk, either write type: handed
+        /// to the link whole now (with response, they complete at its
+        /// acknowledgement). Until then the device cannot have answered them.
+        var handsOver: [ChannelWriteID] = []
     }
 
     private struct Line {
@@ -88,13 +92,13 @@ struct PassthroughWritePump {
         }
         switch writeType {
         case .withoutResponse:
-            return Chunk(bytes: chunk, completes: completes)
+            return Chunk(bytes: chunk, completes: completes, handsOver: completes)
         case .withResponse:
             let stoppedInside = head < lines.count && lines[head].offset > 0
             outstanding = Outstanding(
                 completes: completes, stoppedInside: stoppedInside,
                 partial: stoppedInside ? lines[head].id : nil)
-            return Chunk(bytes: chunk, completes: [])
+            return Chunk(bytes: chunk, completes: [], handsOver: completes)
         }
     }
 
