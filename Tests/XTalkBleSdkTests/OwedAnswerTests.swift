@@ -255,21 +255,32 @@ struct OwedAnswerTests {
         #expect(h.outcomes[next] == .success(["OK"]))
     }
 
-    @Test("after a switch that dropped a debt, an ERROR is a garbled line's, until the device answers ours")
-    func switchLeavesGarbledLinesErrors() {
-        // A line written in xor to a plain device, on a congested link: the
-        // device reads it garbled and answers ERROR, in plain, seconds later.
+    /// A probe written in xor to a plain device times out; the app switches to
+    /// plain; an RF send and then `next` are queued, and the send's line is
+    /// written once the drain ends at its bound.
+    static func garbledProbeThenSend(sendTimeout: Duration, then next: String) -> (
+        ChannelHarness, ChannelRequestID, ChannelRequestID
+    ) {
         var h = ChannelHarness(encoding: .xor)
         let probe = h.command("AT+AUTH?", timeout: .milliseconds(800))
         h.completeWrites()
         h.fire(.milliseconds(800))
         #expect(h.outcomes[probe] == .failure(.timeout))
         h.machine.setEncoding(.plain)
-        let send = h.send("0008C5C9", timeout: .seconds(5))
-        let next = h.command("AT+PING=t6")
-        Self.drainUntilBound(&h)
+        let send = h.send("0008C5C9", timeout: sendTimeout)
+        let queued = h.command(next)
+        drainUntilBound(&h)
         h.completeWrites()
         #expect(h.writtenLines.last == "AT+SEND=0008C5C9\r\n")
+        return (h, send, queued)
+    }
+
+    @Test("after a switch that dropped a debt, an ERROR is a garbled line's, until the device answers ours")
+    func switchLeavesGarbledLinesErrors() {
+        // A line written in xor to a plain device, on a congested link: the
+        // device reads it garbled and answers ERROR, in plain, seconds later.
+        let (start, send, next) = Self.garbledProbeThenSend(sendTimeout: .seconds(5), then: "AT+PING=t6")
+        var h = start
         h.receive("ERROR\r\n")  // the garbled probe's: not the send's
         #expect(h.outcomes[send] == nil)
         h.receive("OK\r\n+SENDFIN:OK\r\n")
@@ -304,17 +315,8 @@ struct OwedAnswerTests {
         // Chaos seed 79642376867370346: the ERROR a device in plain answered a line it read garbled
         // (written in xor) paid the reply owed a send that timed out after the switch; the send's OK then
         // went to the next command, and each command after it took the answer of the one before.
-        var h = ChannelHarness(encoding: .xor)
-        let probe = h.command("AT+AUTH?", timeout: .milliseconds(800))
-        h.completeWrites()
-        h.fire(.milliseconds(800))
-        #expect(h.outcomes[probe] == .failure(.timeout))
-        h.machine.setEncoding(.plain)
-        let send = h.send("0008C5C9", timeout: .milliseconds(200))
-        let next = h.command("AT+PING=t7")
-        Self.drainUntilBound(&h)
-        h.completeWrites()
-        #expect(h.writtenLines.last == "AT+SEND=0008C5C9\r\n")
+        let (start, send, next) = Self.garbledProbeThenSend(sendTimeout: .milliseconds(200), then: "AT+PING=t7")
+        var h = start
         h.fire(.milliseconds(200))  // the send times out, unanswered: its OK and +SENDFIN: are owed
         #expect(h.outcomes[send] == .failure(.timeout))
         Self.drainUntilBound(&h)
