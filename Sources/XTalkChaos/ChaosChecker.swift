@@ -706,10 +706,12 @@ private final class RecordChecker {
             // (A window may also have collected nothing: that ERROR answers the remnant as much as the
             // line, and after an encoding switch the client takes it for the answer to a line the
             // device read garbled, as an automatic command then times out.)
+            // (Or after the window closed: then it had nothing to collect.)
             if let own, own.1 == .damaged, let ownAnswer,
-                let delivered = ownAnswer.deliveredAt, delivered <= endedAt,
-                responseLines(ownAnswer, for: wire.text) == lines || responseLines(ownAnswer, for: own.0.text) == lines
-                    || (wire.collects && lines.isEmpty && ownAnswer.output.lines.last == "ERROR"),
+                wire.collects && lines.isEmpty && ownAnswer.output.lines.last == "ERROR"
+                    || (ownAnswer.deliveredAt ?? .seconds(Int64.max)) <= endedAt
+                        && (responseLines(ownAnswer, for: wire.text) == lines
+                            || responseLines(ownAnswer, for: own.0.text) == lines),
                 remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text)
             {
                 return .excused("damaged by a wrong-encoding remnant")

@@ -329,6 +329,29 @@ struct OwedAnswerTests {
         #expect(h.outcomes[next] == .success(["+PING:t7", "OK"]))
     }
 
+    @Test("an owed query's information line, alike the next query's own, does not end the debt")
+    func owedQueryOfTheSameKind() {
+        // Chaos seed 79652944176166735: a cancelled AT+AUTH?'s answer, owed past a drain that hit its
+        // bound, reached the next AT+AUTH?, whose own information line it matched: taken as proof that
+        // the device had reached that line, it ended the debt, and each command took the last one's answer.
+        var h = ChannelHarness()
+        let first = h.command("AT+AUTH?", timeout: .milliseconds(800))
+        let second = h.command("AT+AUTH?", timeout: .milliseconds(800))
+        let ping = h.command("AT+PING=t6")
+        h.completeWrites()
+        h.apply(h.machine.cancel(first))
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+AUTH?\r\n")
+        h.receive("+AUTH:1\r\nOK\r\n")  // the first probe's, late
+        #expect(h.outcomes[second] == nil)
+        h.receive("+AUTH:0\r\nOK\r\n")
+        #expect(h.outcomes[second] == .success(["+AUTH:0", "OK"]))
+        h.completeWrites()
+        h.receive("+PING:t6\r\nOK\r\n")
+        #expect(h.outcomes[ping] == .success(["+PING:t6", "OK"]))
+    }
+
     @Test("a line still in the write pump has no answer yet: what arrives meanwhile is another line's")
     func noAnswerBeforeTheLineIsHandedOver() {
         // Chaos seed 53184280376555539: the pump held AT+AUTH? behind a stuck ready flag; the device's

@@ -133,7 +133,14 @@ struct AtChannelStateMachine {
         /// What the device still owes if the transaction ends now.
         var owedAnswer: StaleLineRules.OwedAnswer? {
             switch kind {
-            case .command: awaitingReady || sawFinalCode ? nil : .reply
+            case .command:
+                if awaitingReady || sawFinalCode {
+                    nil
+                } else if let answerLine, !sawAnswerLine {
+                    .query(answerLine)
+                } else {
+                    .reply
+                }
             case .send(accepted: false): .sendReply
             case .send(accepted: true): .sendFinish
             }
@@ -850,7 +857,7 @@ struct AtChannelStateMachine {
             if let answerLine = transaction.answerLine, !transaction.sawAnswerLine,
                 case .command(mode: .automatic, _) = transaction.kind
             {
-                if finalCode == nil, answerLine.matches(line) {
+                if finalCode == nil, answerLine.matches(line), !staleLines.mayBeOwedInformationLine(line) {
                     // Our own information line: the device answers in order, so
                     // every reply it owed before our line has ended.
                     transaction.sawAnswerLine = true

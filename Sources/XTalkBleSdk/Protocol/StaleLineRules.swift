@@ -24,7 +24,13 @@ struct StaleLineRules {
     /// with bytes still arriving, keeps them. (Should the device never send
     /// one, the next operation times out rather than take another's lines,
     /// and its drain clears the debt once the channel is quiet.)
-    private var owedReplies: [Bool] = []
+    private var owedReplies: [OwedReply] = []
+    /// One reply owed: an RF send's or a command's, with the information
+    /// line a documented query's reply begins with, if that is still to come.
+    private struct OwedReply {
+        var isSend = false
+        var answerLine: AtAnswerLine? = nil
+    }
     /// `+SENDFIN:` lines the device still owes for RF sends it accepted and
     /// whose operations ended without them: the next ones to arrive are those.
     private(set) var owedSendFinishes = 0
@@ -45,6 +51,8 @@ struct StaleLineRules {
     enum OwedAnswer: Equatable, Sendable {
         /// A command's reply, up to its final result code.
         case reply
+        /// A documented query's reply, its information line (`AtAnswerLine`) included.
+        case query(AtAnswerLine)
         /// An RF send's `OK` or `ERROR`, and after an `OK` its `+SENDFIN:`.
         case sendReply
         /// The `+SENDFIN:` of an RF send the device accepted.
@@ -53,6 +61,14 @@ struct StaleLineRules {
 
     /// True while a final result code the device owes an earlier line is still to come.
     var owesReply: Bool { !owedReplies.isEmpty }
+
+    /// Whether `line` may begin a reply still owed: an earlier query of the
+    /// same kind (`AT+AUTH?` after a cancelled `AT+AUTH?`) is answered with
+    /// the same information line, so that line does not show the device has
+    /// reached the current one.
+    func mayBeOwedInformationLine(_ line: String) -> Bool {
+        owedReplies.contains { $0.answerLine?.matches(line) ?? false }
+    }
 
     /// Set when a `log: false` command ended: lines that arrive before the
     /// next operation starts may still be its own, so they stay out of logs.
@@ -169,9 +185,9 @@ struct StaleLineRules {
     mutating func ownerlessResponseLine(_ line: String, final: Bool, ok: Bool = false) {
         if final {
             guard !owedReplies.isEmpty, !isGarbledLineAnswer(line) else { return }
-            if owedReplies.removeFirst() && ok { owedSendFinishes += 1 }
+            if owedReplies.removeFirst().isSend && ok { owedSendFinishes += 1 }
         } else if owedReplies.isEmpty {
-            owedReplies.append(false)
+            owedReplies.append(OwedReply())
         }
     }
 
@@ -186,8 +202,9 @@ struct StaleLineRules {
     /// An operation whose line went out ended without its answer.
     mutating func answerLeftOwed(_ answer: OwedAnswer) {
         switch answer {
-        case .reply: owedReplies.append(false)
-        case .sendReply: owedReplies.append(true)
+        case .reply: owedReplies.append(OwedReply())
+        case .query(let line): owedReplies.append(OwedReply(answerLine: line))
+        case .sendReply: owedReplies.append(OwedReply(isSend: true))
         case .sendFinish: owedSendFinishes += 1
         }
     }
