@@ -497,6 +497,10 @@ enum StreamFuzzOracle {
         /// makes its +SENDFIN: owed): the next final codes are theirs.
         var owed: [Bool] = []
         var owedFinishes = 0
+        /// A switch came while replies were owed: until the device shows it has
+        /// caught up, an `ERROR` may answer a line it read garbled (PROTOCOL.md
+        /// section 6): no operation's own, and it pays no reply owed.
+        var garbled = false
         /// The device echoed the line of the operation on the wire.
         var echoed = false
         /// Since a deferred switch was asked for: every byte pushed, and the byte before them.
@@ -599,7 +603,10 @@ enum StreamFuzzOracle {
                 beforeRequest = lastPushed
             } else {
                 deferredEncoding = nil
-                if encoding != framer.encoding { clearOwed() }  // answers across a switch are not counted
+                if encoding != framer.encoding {  // answers across a switch are not counted
+                    garbled = garbled || !owed.isEmpty
+                    clearOwed()
+                }
                 framer.reset(encoding: encoding)
                 stale = false
             }
@@ -624,6 +631,7 @@ enum StreamFuzzOracle {
             let before = count < sinceRequest.count ? sinceRequest[sinceRequest.count - count - 1] : beforeRequest
             let replayed = framer.reset(encoding: encoding, replaying: replay, after: before)
             stale = false
+            garbled = garbled || !owed.isEmpty
             clearOwed()
             if byUnit {
                 // Released by a received unit: handled after it, and before any write since.
@@ -680,22 +688,24 @@ enum StreamFuzzOracle {
                         }
                         complete(completion ?? .succeed([]), then: .idle, byUnit: true)
                     }
-                case .ready: clearOwed()  // the device rebooted
+                case .ready:  // the device rebooted
+                    clearOwed()
+                    garbled = false
                 case .malformedRadioFrame, .malformedCrcError: break
                 case .response(let final):
                     if !wasStale {
                         response(line, final: final)
                     } else if phase == .transaction {
-                        ownerless(final: final)
+                        ownerless(line, final: final)
                     }
                 }
             }
         }
 
         /// A reply line that is no operation's own: a final code pays the oldest owed.
-        private mutating func ownerless(final: ReferenceFinal?) {
+        private mutating func ownerless(_ line: String, final: ReferenceFinal?) {
             if let final {
-                guard !owed.isEmpty else { return }
+                guard !owed.isEmpty, !(garbled && line == "ERROR") else { return }
                 if owed.removeFirst() && final == .ok { owedFinishes += 1 }
             } else if owed.isEmpty {
                 owed.append(false)
@@ -703,7 +713,7 @@ enum StreamFuzzOracle {
         }
 
         private mutating func response(_ line: String, final: ReferenceFinal?) {
-            guard phase == .transaction else { return ownerless(final: final) }
+            guard phase == .transaction else { return ownerless(line, final: final) }
             if line == text && !(echoed && sawFinal) {
                 // Our echo: earlier replies have ended, and what came before it was theirs.
                 echoed = true
@@ -712,27 +722,31 @@ enum StreamFuzzOracle {
                 sawRaw = false
                 paidOwedOK = false  // that OK came before our line: not ours
                 owed = []
+                garbled = false
                 return
             }
             // Owed replies come first; an echo of another line (no answer begins
             // with "AT") starts one.
-            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) {
+            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) || (garbled && line == "ERROR") {
                 if !owed.isEmpty && final == .ok && operation == .send && !accepted { paidOwedOK = true }
-                return ownerless(final: final)
+                return ownerless(line, final: final)
             }
             responseStarted = true
             switch operation {
             case .automatic, .collect:
+                garbled = false  // the device answered our line
                 lines.append(line)
                 if final != nil { sawFinal = true }
                 if operation == .automatic && final != nil { complete(.succeed(lines), then: .idle, byUnit: true) }
             case .send:
-                guard !accepted else { return ownerless(final: final) }
+                guard !accepted else { return ownerless(line, final: final) }
                 switch final {
-                case .ok: accepted = true
+                case .ok:
+                    accepted = true
+                    garbled = false
                 case .error:
                     complete(.fail(.writeFailed("the device rejected the frame: \(line)")), then: .idle, byUnit: true)
-                case nil: ownerless(final: nil)  // an RF send is answered OK or ERROR alone
+                case nil: ownerless(line, final: nil)  // an RF send is answered OK or ERROR alone
                 }
             }
         }

@@ -97,7 +97,24 @@ struct StreamFuzzRegressionTests {
             [0x08, 0xF2, 0x55, 0x4B, 0x0D, 0x0A] + Array("VEP:".utf8) + [0, 0] + Array("\r\n+X\r\n".utf8) + [0xFF]
                 + Array("K\r\nEP\n".utf8)
         ),
+        // Found by the fuzzer: a command cancelled unanswered, then a switch to xor: the ERRORs after the
+        // next command's line may answer lines the device read garbled, and pay no reply owed (the
+        // reference once had no such rule, and expected the window to collect them).
+        (
+            "after a switch that dropped a debt, ERRORs are a garbled line's",
+            hexBytes(
+                "4e4446494e3a4f4b0043542b16006c656e3d4446494e3a4f4b0043542b4655255a0d0a4552524f570d0a4552524f520d0a"
+                    + "4655255a0d736e723d0a4552524f520d0a4552524f520d0a")
+        ),
     ]
+
+    /// Bytes from hex digits (a fuzzer's input as `xxd -p` prints it).
+    static func hexBytes(_ hex: String) -> [UInt8] {
+        let digits = Array(hex.utf8)
+        return stride(from: 0, to: digits.count - 1, by: 2).compactMap {
+            UInt8(String(decoding: digits[$0...$0 + 1], as: UTF8.self), radix: 16)
+        }
+    }
 
     @Test("pinned inputs pass both oracles", arguments: pinned)
     func pinnedInput(_ name: String, _ bytes: [UInt8]) {
