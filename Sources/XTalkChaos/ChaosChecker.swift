@@ -587,7 +587,7 @@ private final class RecordChecker {
     }
 
     private func ownCommand(of wire: WireCommand) -> (XTalkDeviceRecord.Command, Relation)? {
-        ownedCommands[ObjectIdentifier(wire)]?.first { $0.1 == .exact || $0.1 == .damaged || $0.1 == .headDiscarded }
+        ownedCommands[ObjectIdentifier(wire)]?.first { [.exact, .damaged, .headDiscarded].contains($0.1) }
     }
 
     /// The response lines a command gets from an answer: the echo of its own line is not one.
@@ -700,21 +700,20 @@ private final class RecordChecker {
                 return .excused("late reply")
             }
             // The device's ERROR to the line behind the remnant the client wrote in the wrong encoding.
-            // (Its echo, if the firmware echoes, is the damaged line the device received.)
-            // (Only when that answer reached the host before the call ended: an
-            // earlier command's ERROR can look the same.)
-            // (A window may also have collected nothing: that ERROR answers the remnant as much as the
-            // line, and after an encoding switch the client takes it for the answer to a line the
-            // device read garbled, as an automatic command then times out.)
-            // (Or after the window closed: then it had nothing to collect.)
+            // Either the call got it (its echo, if the firmware echoes, is the damaged line the device
+            // received), only when it reached the host before the call ended: an earlier command's
+            // ERROR can look the same. Or a window collected nothing: that ERROR answers the remnant
+            // as much as the line (after an encoding switch the client takes it for a garbled line's,
+            // as an automatic command then times out), or it came after the window closed.
             if let own, own.1 == .damaged, let ownAnswer,
-                wire.collects && lines.isEmpty && ownAnswer.output.lines.last == "ERROR"
-                    || (ownAnswer.deliveredAt ?? .seconds(Int64.max)) <= endedAt
-                        && (responseLines(ownAnswer, for: wire.text) == lines
-                            || responseLines(ownAnswer, for: own.0.text) == lines),
                 remnantWasWrittenInWrongEncoding(own.0.text, before: wire.text)
             {
-                return .excused("damaged by a wrong-encoding remnant")
+                let gotIt =
+                    ownAnswer.deliveredAt.map { $0 <= endedAt } == true
+                    && (responseLines(ownAnswer, for: wire.text) == lines
+                        || responseLines(ownAnswer, for: own.0.text) == lines)
+                let collectedNothing = wire.collects && lines.isEmpty && ownAnswer.output.lines.last == "ERROR"
+                if gotIt || collectedNothing { return .excused("damaged by a wrong-encoding remnant") }
             }
             // The device's answer to the tail of the line, whose head its inter-character timeout
             // discarded while the host paused in the middle of the line. (An echo, if the firmware

@@ -702,10 +702,13 @@ enum StreamFuzzOracle {
             }
         }
 
+        /// The `ERROR` a device may answer a line it read garbled before a switch.
+        private func isGarbledLineAnswer(_ line: String) -> Bool { garbled && line == "ERROR" }
+
         /// A reply line that is no operation's own: a final code pays the oldest owed.
         private mutating func ownerless(_ line: String, final: ReferenceFinal?) {
             if let final {
-                guard !owed.isEmpty, !(garbled && line == "ERROR") else { return }
+                guard !owed.isEmpty, !isGarbledLineAnswer(line) else { return }
                 if owed.removeFirst() && final == .ok { owedFinishes += 1 }
             } else if owed.isEmpty {
                 owed.append(false)
@@ -727,7 +730,7 @@ enum StreamFuzzOracle {
             }
             // Owed replies come first; an echo of another line (no answer begins
             // with "AT") starts one.
-            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) || (garbled && line == "ERROR") {
+            if !owed.isEmpty || (final == nil && line.hasPrefix("AT")) || isGarbledLineAnswer(line) {
                 if !owed.isEmpty && final == .ok && operation == .send && !accepted { paidOwedOK = true }
                 return ownerless(line, final: final)
             }

@@ -502,7 +502,6 @@ struct AtChannelStateMachine {
         handle(replayed, of: batch ?? staleLines.batchStarts(), into: &actions)
     }
 
-    /// The driver finished writing a line.
     /// The last byte of a line went to the link (the driver's write pump
     /// handed over the chunk that ends it); its completion may follow later
     /// (with response, at the acknowledgement). Nothing to perform: lines that
@@ -512,6 +511,7 @@ struct AtChannelStateMachine {
         return []
     }
 
+    /// The driver finished writing a line.
     mutating func writeCompleted(_ id: ChannelWriteID) -> [ChannelAction] {
         // (Not outstanding: a line of an operation the channel already moved
         // past, e.g. a window that closed before its write was confirmed.)

@@ -24,7 +24,7 @@ struct PassthroughWritePump {
         /// Lines whose last byte is in this chunk, either write type: handed
         /// to the link whole now (with response, they complete at its
         /// acknowledgement). Until then the device cannot have answered them.
-        var handsOver: [ChannelWriteID] = []
+        let handsOver: [ChannelWriteID]
     }
 
     private struct Line {
