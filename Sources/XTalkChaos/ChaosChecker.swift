@@ -482,15 +482,28 @@ private final class RecordChecker {
         for (text, group) in byText {
             let occurrences = self.occurrences(of: text)
             var next = 0
-            for wire in group.sorted(by: { $0.madeAt < $1.madeAt }) {
+            let sorted = group.sorted(by: { $0.madeAt < $1.madeAt })
+            func end(of wire: WireCommand) -> Duration {
                 var end = wire.endedAt ?? .seconds(1_000_000)
                 // A no-wait line accepted while a lost callback held the ready flag
                 // false goes out when the pump writes anyway (writeReadyTimeout).
                 if wire.noWait, record.readyFlagWasStuck(from: wire.madeAt, to: wire.madeAt) {
                     end += ChaosScenario.writeAnywayBound
                 }
+                return end
+            }
+            for (index, wire) in sorted.enumerated() {
                 while next < occurrences.count && occurrences[next] < wire.madeAt { next += 1 }
-                guard next < occurrences.count, occurrences[next] <= end else { continue }
+                guard next < occurrences.count, occurrences[next] <= end(of: wire) else { continue }
+                // A line handed over at the very instant its call ended (a timeout, with the
+                // pump writing anyway at the same time) is its line or, withdrawn unsent, the
+                // next one of the same text made by then: the next one's, when that one has
+                // no later line of its own (chaos seed 53171831072798929).
+                if !wire.noWait, occurrences[next] == wire.endedAt, index + 1 < sorted.count {
+                    let following = sorted[index + 1]
+                    let hasItsOwn = next + 1 < occurrences.count && occurrences[next + 1] <= end(of: following)
+                    if following.madeAt <= occurrences[next], !hasItsOwn { continue }
+                }
                 writeTimes[ObjectIdentifier(wire)] = occurrences[next]
                 next += 1
             }
