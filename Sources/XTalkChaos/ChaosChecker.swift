@@ -11,6 +11,10 @@ package struct ChaosTally: Sendable {
     package var excused: [String: Int] = [:]
     /// Responses that were an earlier command's reply, delivered after that command's drain (each consumed once).
     package var lateReplies = 0
+    /// Answers the device finished sending after the call of their own line
+    /// had ended (a timeout, a cancellation, a window that closed first): late
+    /// answers on the air, which no later call may take as its own.
+    package var answersAfterTheirCall = 0
     /// Radio frames checked for loss and for their connection.
     package var framesChecked = 0
     /// Radio frames not checked, by reason.
@@ -26,6 +30,7 @@ package struct ChaosTally: Sendable {
         strict += other.strict
         excused.merge(other.excused, uniquingKeysWith: +)
         lateReplies += other.lateReplies
+        answersAfterTheirCall += other.answersAfterTheirCall
         framesChecked += other.framesChecked
         framesExempt.merge(other.framesExempt, uniquingKeysWith: +)
         streamStateChangesChecked += other.streamStateChangesChecked
@@ -37,7 +42,8 @@ package struct ChaosTally: Sendable {
         let reasons = excused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         let exempt = framesExempt.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         return "commands checked \(checkedCommands): strictly \(strict) (\(String(format: "%.1f", share)) %), "
-            + "excused [\(reasons)]; late replies \(lateReplies); frames checked \(framesChecked), exempt [\(exempt)]; "
+            + "excused [\(reasons)]; late replies \(lateReplies) (answers after their call \(answersAfterTheirCall)); "
+            + "frames checked \(framesChecked), exempt [\(exempt)]; "
             + "stream state changes \(streamStateChangesChecked)"
     }
 }
@@ -280,6 +286,7 @@ extension ChaosScenario {
             }
         }
         tally.lateReplies = checker.lateReplies
+        tally.answersAfterTheirCall = checker.answersAfterTheirCall
         let resets = decoderResets.map(checker.resetWindow(at:))
         checkLines(resets: resets)
         if traceTraffic { traceRecord() }
@@ -980,6 +987,16 @@ private final class RecordChecker {
         // A window collects its own answer's first line, if any of it (late replies may come first).
         if wire.collects { return expected.first.map { !lines.contains($0) } ?? false }
         return lines != expected
+    }
+
+    /// Answers to a line the device read whole, delivered (to the end) after that line's call ended.
+    var answersAfterTheirCall: Int {
+        owners.filter { number, owner in
+            guard owner.1 == .exact, let ended = owner.0.endedAt, let answer = answers[number],
+                let delivered = answer.deliveredAt
+            else { return false }
+            return delivered > ended
+        }.count
     }
 
     private func consume(_ emission: XTalkDeviceRecord.Emission) {

@@ -376,6 +376,91 @@ struct OwedAnswerTests {
         #expect(acked.outcomes[query] == .success(["+VER:1", "OK"]))
     }
 
+    @Test("a reply that began before a timed-out line is another's in the drain too: it is owed, and not quiet")
+    func staleLineInDrain() {
+        // Chaos seed 53215642535166274: a device 9 s behind echoed a timed-out RF send's line, begun before
+        // the probe that then timed out. Completed in that probe's drain, the echo was dropped unseen: the
+        // drain ended quiet 10 ms later, and the next probe's window collected the send's OK.
+        var h = ChannelHarness()
+        h.receive("AT+SEND=00")  // a late echo, arriving byte by byte
+        let probe = h.command("AT+AUTH?", timeout: .milliseconds(800))
+        let window = h.command("AT+AUTH?", timeout: .milliseconds(1200), mode: .collectUntilTimeout)
+        h.completeWrites()
+        h.fire(.milliseconds(800))
+        #expect(h.outcomes[probe] == .failure(.timeout))
+        #expect(h.machine.isDraining)
+        let quiet = AtChannelStateMachine.defaultDrainQuiet
+        let quietSinceDrain = h.liveTimers.filter { $0.value == quiet }.keys
+        h.receive("11\r\n")  // the echo ends, in the drain
+        let quietSinceLine = h.liveTimers.filter { $0.value == quiet }.keys
+        #expect(quietSinceLine.count == 1 && quietSinceLine != quietSinceDrain, "a line arrived: not quiet")
+        h.receive("OK\r\n")  // the send's
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+AUTH?\r\n")
+        #expect(h.lineEvents == ["AT+SEND=0011", "OK"])
+        h.receive("+AUTH:0\r\nOK\r\n")
+        h.fire(.milliseconds(1200))
+        #expect(h.outcomes[window] == .success(["+AUTH:0", "OK"]))
+    }
+
+    @Test("an RF send's late OK in a drain makes its +SENDFIN owed: the next send's comes after")
+    func lateSendOkInDrain() {
+        var h = ChannelHarness()
+        let first = h.send("00AA", timeout: .milliseconds(100))
+        let second = h.send("00BB")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[first] == .failure(.timeout))
+        h.receive("AT+SEND=00AA\r\nOK\r\n")  // the first send's echo and OK, in the drain
+        Self.drainUntilBound(&h)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+SEND=00BB\r\n")
+        h.receive("OK\r\n+SENDFIN:OK\r\n")  // the second accepted; the first frame's end
+        #expect(h.outcomes[second] == nil, "that +SENDFIN is the first frame's")
+        h.receive("+SENDFIN:OK\r\n")
+        #expect(h.outcomes[second] == .success([]))
+    }
+
+    @Test("after a switch that dropped a debt, a query, awaited or collected, takes no late answer")
+    func lateAnswersAfterSwitch() {
+        // Chaos seed 79668493860901537: against xor firmware 10 s behind, the authenticator probed plain,
+        // then xor again; the xor lines' late answers decoded once more, and an AT+AUTH? window collected
+        // ["OK", "+PING:t17", "OK", "OK"].
+        func owingAcrossTwoSwitches() -> ChannelHarness {
+            var h = ChannelHarness(encoding: .xor)
+            h.command("AT+PING=a", timeout: .milliseconds(100))
+            h.completeWrites()
+            h.fire(.milliseconds(100))
+            Self.drainUntilBound(&h)  // the reply stays owed
+            h.machine.setEncoding(.plain)  // the count of replies owed is dropped
+            h.machine.setEncoding(.xor)
+            return h
+        }
+        var h = owingAcrossTwoSwitches()
+        let window = h.command("AT+AUTH?", timeout: .milliseconds(1200), mode: .collectUntilTimeout)
+        h.completeWrites()
+        h.receive("OK\r\n+PING:a\r\nOK\r\n")  // a send's OK, then the ping's answer
+        h.receive("+AUTH:0\r\nOK\r\n")
+        h.fire(.milliseconds(1200))
+        #expect(h.outcomes[window] == .success(["+AUTH:0", "OK"]))
+        #expect(h.lineEvents.suffix(5) == ["OK", "+PING:a", "OK", "+AUTH:0", "OK"])
+
+        var awaited = owingAcrossTwoSwitches()
+        let ping = awaited.command("AT+PING=b")
+        awaited.completeWrites()
+        awaited.receive("OK\r\n")
+        #expect(awaited.outcomes[ping] == nil)
+        awaited.receive("+PING:b\r\nOK\r\n")
+        #expect(awaited.outcomes[ping] == .success(["+PING:b", "OK"]))
+
+        // Its own information line shows the device caught up: a bare OK later is an answer again.
+        let vers = awaited.command("AT+VER?")
+        awaited.completeWrites()
+        awaited.receive("OK\r\n")
+        #expect(awaited.outcomes[vers] == .success(["OK"]))
+    }
+
     @Test("a no-wait window ends at its own result, not at a reply owed an earlier line")
     func noWaitWaitsForItsOwn() throws {
         var h = ChannelHarness()

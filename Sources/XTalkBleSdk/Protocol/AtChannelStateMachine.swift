@@ -789,7 +789,7 @@ struct AtChannelStateMachine {
             break
         case .response(let finalCode):
             if stale {
-                staleResponseLine(line, finalCode: finalCode)
+                staleResponseLine(line, finalCode: finalCode, into: &actions)
             } else {
                 responseLine(line, finalCode: finalCode, into: &actions)
             }
@@ -814,11 +814,21 @@ struct AtChannelStateMachine {
     /// A response line that arrived (in part) before the current operation's
     /// first byte: never its response, but a reply it leaves open makes the
     /// next final code not ours, and a final code pays the oldest reply owed.
-    private mutating func staleResponseLine(_ line: String, finalCode: FinalResultCode?) {
+    private mutating func staleResponseLine(
+        _ line: String, finalCode: FinalResultCode?, into actions: inout [ChannelAction]
+    ) {
         switch state {
-        case .transaction, .isolation:
+        case .transaction, .isolation, .idle:
             staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
-        case .idle, .draining, .closed:
+        case .draining(var drain):
+            // Whenever it began, it arrived now: a drain is not quiet, and the
+            // reply it begins is owed (chaos seed 53215642535166274: a device
+            // far behind echoed a timed-out send's line in a drain that then
+            // ended quiet at once, and the next window took that send's `OK`).
+            staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
+            restartQuiet(&drain, into: &actions)
+            state = .draining(drain)
+        case .closed:
             break
         case .modifying: Self.modifyingEscaped()
         }
@@ -855,7 +865,7 @@ struct AtChannelStateMachine {
                 return
             }
             if let answerLine = transaction.answerLine, !transaction.sawAnswerLine,
-                case .command(mode: .automatic, _) = transaction.kind
+                case .command = transaction.kind
             {
                 if finalCode == nil, answerLine.matches(line), !staleLines.mayBeOwedInformationLine(line) {
                     // Our own information line: the device answers in order, so
@@ -968,11 +978,11 @@ struct AtChannelStateMachine {
             }
         case .draining(var drain):
             // A drain that ends at its bound in the middle of a reply leaves it open.
-            staleLines.ownerlessResponseLine(line, final: finalCode != nil)
+            staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
             restartQuiet(&drain, into: &actions)
             state = .draining(drain)
         case .idle:
-            staleLines.ownerlessResponseLine(line, final: finalCode != nil)
+            staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
         case .closed:
             break
         case .modifying: Self.modifyingEscaped()

@@ -40,10 +40,12 @@ struct StaleLineRules {
     /// decodes. Until the device shows it has caught up, an `ERROR` is no
     /// operation's own; its first other response line ends the doubt.
     private(set) var garbledAnswersMayFollow = false
-    /// A drain ended quiet while replies were owed: a device slower than the
-    /// quiet period may still send them. Until the device shows it has caught
-    /// up (an echo, a command's own information line, `+READY`), a documented
-    /// query takes neither a bare `OK` before its information line nor
+    /// A drain ended quiet, or the encoding switched, while replies were
+    /// owed: a device slower than the quiet period may still send them, and
+    /// those in an encoding the channel switches back to decode again. Until
+    /// the device shows it has caught up (an echo, a command's own
+    /// information line, `+READY`), a documented query, awaited or
+    /// collected, takes neither a bare `OK` before its information line nor
     /// another information line in its place (`AtAnswerLine`).
     private(set) var lateAnswersMayFollow = false
 
@@ -98,6 +100,9 @@ struct StaleLineRules {
         // to be trusted. Those that do decode are the `ERROR`s of a device in
         // the new encoding to lines it read garbled (PROTOCOL.md section 6).
         garbledAnswersMayFollow = garbledAnswersMayFollow || owesReply
+        // Those in the old encoding decode again should the channel switch
+        // back (an encoding probe that guessed wrong): they are late answers.
+        lateAnswersMayFollow = lateAnswersMayFollow || owesReply
         forgetCounts()
     }
 
