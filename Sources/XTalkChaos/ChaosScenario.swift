@@ -477,6 +477,7 @@ package final class ChaosScenario {
         transport.encodingChanged = { [unowned self] encoding in self.setEncoding(encoding, byApp: false) }
         let authenticator = XTalkDeviceAuthenticator(transport: transport)
         authenticator.skipsSignatureCheck = faults.skipsSignatureCheck
+        authenticator.forgetsChallengeAfterReprobe = faults.forgetsChallengeAfterReprobe
         authenticator.logHandler = { _ in }  // the simulator signs with the development key, as expected
         self.authenticator = authenticator
         return authenticator
@@ -591,16 +592,25 @@ package struct ChaosFaults: Sendable {
     package var client = XTalkInjectedFaults()
     /// The authenticator accepts any signature.
     package var skipsSignatureCheck = false
+    /// The authenticator reports no challenge when its probe needed a second attempt.
+    package var forgetsChallengeAfterReprobe = false
 
-    package init(client: XTalkInjectedFaults = XTalkInjectedFaults(), skipsSignatureCheck: Bool = false) {
+    package init(
+        client: XTalkInjectedFaults = XTalkInjectedFaults(), skipsSignatureCheck: Bool = false,
+        forgetsChallengeAfterReprobe: Bool = false
+    ) {
         self.client = client
         self.skipsSignatureCheck = skipsSignatureCheck
+        self.forgetsChallengeAfterReprobe = forgetsChallengeAfterReprobe
     }
 
     /// Each known bug alone, by name: the self-test requires the checker to flag every one.
     package static let each: [(name: String, faults: ChaosFaults)] =
         XTalkInjectedFaults.each.map { ($0.name, ChaosFaults(client: $0.faults)) }
-        + [("signature not checked", ChaosFaults(skipsSignatureCheck: true))]
+        + [
+            ("signature not checked", ChaosFaults(skipsSignatureCheck: true)),
+            ("no challenge reported after a second probe", ChaosFaults(forgetsChallengeAfterReprobe: true)),
+        ]
 }
 
 /// The seeds of the numbered scenarios, shared by the tests and `xtalk chaos`.

@@ -31,6 +31,9 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     private let transport: any DeviceAuthTransport
     /// A bug switched on for a checker's self-test (package API): any signature is accepted.
     package var skipsSignatureCheck = false
+    /// A bug switched on for a checker's self-test (package API): when the
+    /// probe needed more than one attempt, the result says no challenge ran.
+    package var forgetsChallengeAfterReprobe = false
     private let randomBytes: @Sendable (Int) throws -> [UInt8]
     private var active: Session?
     /// The encoding this authenticator's last probe found: probed first next time.
@@ -203,7 +206,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         -> XTalkDeviceAuthResult
     {
         try publish(.probing, session)
-        let (encoding, required) = try await probe(configuration, session)
+        let (encoding, required, reprobed) = try await probe(configuration, session)
         var signed: (deviceID: UInt32, anchor: XTalkTrustAnchor)?
         if required || configuration.challengePolicy == .always {
             signed = try await challenge(configuration, anchors: anchors, session)
@@ -211,7 +214,9 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
         try publish(.readingIdentity, session)
         let identity = try await readIdentity(configuration, signedDeviceID: signed?.deviceID)
         return XTalkDeviceAuthResult(
-            identity: identity, encoding: encoding, didRequireChallenge: signed != nil, verifiedBy: signed?.anchor)
+            identity: identity, encoding: encoding,
+            didRequireChallenge: signed != nil && !(forgetsChallengeAfterReprobe && reprobed),
+            verifiedBy: signed?.anchor)
     }
 
     /// The encoding to probe first: the one found last, else current firmware's.
@@ -228,7 +233,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
     /// unanswered, the probes left in that encoding follow, never one in the other.
     private func probe(_ configuration: XTalkDeviceAuthConfiguration, _ session: Session)
         async throws(XTalkDeviceAuthError)
-        -> (DeviceAuthAtEncoding, required: Bool)
+        -> (DeviceAuthAtEncoding, required: Bool, reprobed: Bool)
     {
         let first = firstProbeEncoding
         let other: DeviceAuthAtEncoding = first == .plain ? .xor : .plain
@@ -259,7 +264,7 @@ public final class XTalkDeviceAuthenticator: ObservableObject {
             switch AuthenticationReplies.probeOutcome(lines) {
             case .answered(let required):
                 lastFoundEncoding = encoding
-                return (encoding, required)
+                return (encoding, required, index > 0 || refused)
             case .refused:
                 // The encoding is right. A line damaged on its way (e.g. behind a
                 // remnant of a command written in the wrong encoding) is answered
