@@ -388,6 +388,9 @@ struct AtChannelStateMachine {
         case .closed(let error):
             actions.append(.fail(id, error))
             return (id, actions)
+        case .draining where faults.drainCountsAsDisconnected:
+            actions.append(.fail(id, .notConnected))
+            return (id, actions)
         case .idle, .transaction, .isolation, .draining:
             break
         case .modifying: Self.modifyingEscaped()

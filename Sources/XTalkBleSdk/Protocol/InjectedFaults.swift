@@ -25,6 +25,9 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
     /// The write pump waits for the "ready to send" callback alone: no
     /// re-poll, no write after `writeReadyTimeout` (a lost callback stalls it).
     package var waitsForReadyCallback = false
+    /// An operation submitted while the channel drains after a timeout fails
+    /// `.notConnected` at once, as if the quarantine were a lost link.
+    package var drainCountsAsDisconnected = false
 
     package init() {}
 
@@ -42,6 +45,7 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
             ("never ready", \.neverReady),
             ("a full stream drops a state change", \.streamDropsStateChanges),
             ("waits for the ready callback alone", \.waitsForReadyCallback),
+            ("a drain fails new calls as not connected", \.drainCountsAsDisconnected),
         ]
         return paths.map { name, path in
             var faults = XTalkInjectedFaults()
