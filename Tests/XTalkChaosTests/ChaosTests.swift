@@ -54,8 +54,8 @@ struct ChaosTests {
     /// after a reconnect, an old event after a disconnect, never ready, the
     /// signature not checked, a write pump that waits for the ready callback
     /// alone, no challenge reported after a second probe, a call during a
-    /// drain failed as not connected) must fail the scenarios, within a number
-    /// far below what CI runs.
+    /// drain failed as not connected, a timeout twice as long as asked) must
+    /// fail the scenarios, within a number far below what CI runs.
     @Test("the checker flags each known bug in the SDK (self-test)", arguments: ChaosFaults.each.map(\.name))
     func selfTest(fault: String) async throws {
         let faults = try #require(ChaosFaults.each.first { $0.name == fault }).faults

@@ -1112,7 +1112,7 @@ struct AtChannelStateMachine {
             case .session:
                 actions.append(.grantSession(pending.id))
             case .command(let text, let timeout, let mode, let log):
-                let timer = pending.timer ?? startTimer(timeout, into: &actions)
+                let timer = pending.timer ?? startTimer(faults.doublesTimeouts ? timeout * 2 : timeout, into: &actions)
                 write(text, into: &actions)
                 var transaction = Transaction(
                     id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer)
@@ -1120,7 +1120,7 @@ struct AtChannelStateMachine {
                 state = .transaction(transaction)
                 return
             case .send(let text, let timeout):
-                let timer = pending.timer ?? startTimer(timeout, into: &actions)
+                let timer = pending.timer ?? startTimer(faults.doublesTimeouts ? timeout * 2 : timeout, into: &actions)
                 write(text, into: &actions)
                 state = .transaction(
                     Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer))

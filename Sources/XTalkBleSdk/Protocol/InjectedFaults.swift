@@ -28,6 +28,8 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
     /// An operation submitted while the channel drains after a timeout fails
     /// `.notConnected` at once, as if the quarantine were a lost link.
     package var drainCountsAsDisconnected = false
+    /// A command's or RF send's timeout runs twice as long as asked.
+    package var doublesTimeouts = false
 
     package init() {}
 
@@ -46,6 +48,7 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
             ("a full stream drops a state change", \.streamDropsStateChanges),
             ("waits for the ready callback alone", \.waitsForReadyCallback),
             ("a drain fails new calls as not connected", \.drainCountsAsDisconnected),
+            ("a timeout twice as long as asked", \.doublesTimeouts),
         ]
         return paths.map { name, path in
             var faults = XTalkInjectedFaults()
