@@ -395,7 +395,7 @@ struct OwedAnswerTests {
         let quietSinceLine = h.liveTimers.filter { $0.value == quiet }.keys
         #expect(quietSinceLine.count == 1 && quietSinceLine != quietSinceDrain, "a line arrived: not quiet")
         h.receive("OK\r\n")  // the send's
-        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.fire(quiet)
         h.completeWrites()
         #expect(h.writtenLines.last == "AT+AUTH?\r\n")
         #expect(h.lineEvents == ["AT+SEND=0011", "OK"])

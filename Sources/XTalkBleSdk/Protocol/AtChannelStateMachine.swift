@@ -821,16 +821,15 @@ struct AtChannelStateMachine {
         _ line: String, finalCode: FinalResultCode?, into actions: inout [ChannelAction]
     ) {
         switch state {
-        case .transaction, .isolation, .idle:
+        case .transaction, .isolation:
             staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
-        case .draining(var drain):
-            // Whenever it began, it arrived now: a drain is not quiet, and the
-            // reply it begins is owed (chaos seed 53215642535166274: a device
-            // far behind echoed a timed-out send's line in a drain that then
-            // ended quiet at once, and the next window took that send's `OK`).
-            staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
-            restartQuiet(&drain, into: &actions)
-            state = .draining(drain)
+        case .idle, .draining:
+            // No operation owns the wire: when the line began does not matter,
+            // it arrived now, like any other (a drain is not quiet; chaos seed
+            // 53215642535166274: a device far behind echoed a timed-out send's
+            // line in a drain that then ended quiet at once, and the next
+            // window took that send's `OK`).
+            responseLine(line, finalCode: finalCode, into: &actions)
         case .closed:
             break
         case .modifying: Self.modifyingEscaped()
@@ -1112,7 +1111,7 @@ struct AtChannelStateMachine {
             case .session:
                 actions.append(.grantSession(pending.id))
             case .command(let text, let timeout, let mode, let log):
-                let timer = pending.timer ?? startTimer(faults.doublesTimeouts ? timeout * 2 : timeout, into: &actions)
+                let timer = pending.timer ?? startOperationTimer(timeout, into: &actions)
                 write(text, into: &actions)
                 var transaction = Transaction(
                     id: pending.id, text: text, kind: .command(mode: mode, log: log), timer: timer)
@@ -1120,7 +1119,7 @@ struct AtChannelStateMachine {
                 state = .transaction(transaction)
                 return
             case .send(let text, let timeout):
-                let timer = pending.timer ?? startTimer(faults.doublesTimeouts ? timeout * 2 : timeout, into: &actions)
+                let timer = pending.timer ?? startOperationTimer(timeout, into: &actions)
                 write(text, into: &actions)
                 state = .transaction(
                     Transaction(id: pending.id, text: text, kind: .send(accepted: false), timer: timer))
@@ -1137,6 +1136,13 @@ struct AtChannelStateMachine {
         outstandingLineHandedOver = false
         lastLineEncoding = framer.encoding
         actions.append(.write(id, framer.encoding.encodeLine(text)))
+    }
+
+    /// The timer of an operation that starts on the wire now.
+    private mutating func startOperationTimer(
+        _ timeout: Duration, into actions: inout [ChannelAction]
+    ) -> ChannelTimerID {
+        startTimer(faults.doublesTimeouts ? timeout * 2 : timeout, into: &actions)
     }
 
     private mutating func startTimer(_ duration: Duration, into actions: inout [ChannelAction]) -> ChannelTimerID {
