@@ -23,7 +23,7 @@ package enum XTalkCLI {
           4    not ready: Bluetooth unavailable, connection failed, link lost
           5    timeout: the device did not answer in time
           6    authentication failed
-          130  interrupted (Ctrl-C or SIGTERM)
+          130  interrupted (Ctrl-C or SIGTERM; a command not stopped 10 s later is ended)
           141  the output's reader went away (e.g. piped to head)
         """
 

@@ -40,9 +40,16 @@ let context = CommandContext(
 let command = Task { @MainActor in await XTalkCLI.run(arguments, context: context) }
 // Ctrl-C, SIGTERM and output that cannot be written (a full disk, a reader gone)
 // all end the command the same way, cleanly; a failed output then exits 1 (or 141).
+// A command that has not ended 10 s after that (it waits on something that does
+// not honour cancellation) is not allowed to outlive the signal: the tool says so and exits 130.
+let stopGrace: DispatchTimeInterval = .seconds(10)
 let endCommand: @Sendable () -> Void = {
     inputLines.finish()
     command.cancel()
+    DispatchQueue.global().asyncAfter(deadline: .now() + stopGrace) {
+        streams.writeError("xtalk: the command did not stop within 10 s of the interrupt; exiting")
+        exit(130)
+    }
 }
 streams.onFailure = endCommand
 

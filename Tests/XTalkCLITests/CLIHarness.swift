@@ -183,6 +183,9 @@ final class XtalkChild: @unchecked Sendable {
 
     func interrupt() { process.interrupt() }
 
+    /// Sends SIGTERM, as a service manager, `timeout` or `kill` does.
+    func terminate() { process.terminate() }
+
     /// A continuation resumed twice or never is reported on stderr by the
     /// Swift runtime, and a misused dispatch object by libdispatch (see
     /// init), and the process may still exit 0: a failure here.

@@ -100,4 +100,19 @@ struct BinaryTests {
         #expect(child.terminationStatus == 0)
         child.expectCleanStderr()
     }
+
+    /// A long chaos run stopped by a service manager or `timeout`: it ends at
+    /// the scenario in progress, prints what it checked, and exits 130.
+    @Test("SIGTERM ends a long xtalk chaos run with its summary and exit 130")
+    func terminateChaos() async throws {
+        let child = try XtalkChild(["chaos", "--scenarios", "1000000", "--verbose"])
+        try #require(
+            await child.waitForOutput("a first scenario", within: 30, until: { $0.contains("chaos scenario seed") }))
+        child.terminate()
+        try #require(await child.waitForExit(within: 10))
+        #expect(child.terminationReason == .exit, "ended by itself, not killed")
+        #expect(child.terminationStatus == 130, "\(child.stderr)")
+        #expect(child.stdout.contains("(interrupted)"), "\(child.stdout.suffix(500))")
+        child.expectCleanStderr()
+    }
 }
