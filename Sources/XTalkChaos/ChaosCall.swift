@@ -111,7 +111,9 @@ final class ChaosCall {
     var cancelled = false
     /// The command lines it ran, in order (a session's and an authentication's several).
     var commands: [WireCommand] = []
-    private(set) var completions = 0
+    /// The call returned or threw. (It cannot do so twice: the SDK's waiters are
+    /// checked continuations, and one resumed twice traps, ending the run loudly.)
+    private(set) var finished = false
     private(set) var outcome: Result<Success, any Error>?
     /// Reads the clock when the call ends.
     var now: (@MainActor () -> Duration)?
@@ -143,7 +145,7 @@ final class ChaosCall {
     }
 
     private func record(_ result: Result<Success, any Error>) {
-        completions += 1
+        finished = true
         outcome = result
         if endedAt == nil { endedAt = now?() }
     }

@@ -5,8 +5,21 @@ import XTalkSimulator
 
 /// What a scenario's checker counted: the evidence that it checked something.
 package struct ChaosTally: Sendable {
-    /// Command lines whose outcome matched the device's record with no exemption.
+    /// Command lines whose outcome matched the device's record with no exemption:
+    /// `ownAnswers` plus `explainedFailures`.
     package var strict = 0
+    /// Of those, lines that got their own answer (or, an RF send, its own `OK`
+    /// and `+SENDFIN:`; a no-wait call, its line on the link).
+    package var ownAnswers = 0
+    /// Of those, typed failures the record explains (a timeout with no answer
+    /// in its window, a link that ended, a cancellation the app made).
+    package var explainedFailures: [String: Int] = [:]
+
+    /// The error's case, without its associated text: a key of `explainedFailures`.
+    package static func kind(of error: any Error) -> String {
+        let text = String(describing: error)
+        return String(text.prefix { $0 != "(" && $0 != ":" }).trimmingCharacters(in: .whitespaces)
+    }
     /// Command lines excused, by reason (each reason applies only inside the line's own window).
     package var excused: [String: Int] = [:]
     /// Responses that were an earlier command's reply, delivered after that command's drain (each consumed once).
@@ -21,6 +34,10 @@ package struct ChaosTally: Sendable {
     package var framesExempt: [String: Int] = [:]
     /// State changes checked on the two `events` streams (the read one and the stalled one).
     package var streamStateChangesChecked = 0
+    /// Sends the app was told succeeded, each checked for a frame on air.
+    package var sendsCheckedOnAir = 0
+    /// Of those, sends an earlier frame's late `OK` and `+SENDFIN:` completed (that frame was on air).
+    package var sendsCompletedLate = 0
 
     package init() {}
 
@@ -28,23 +45,32 @@ package struct ChaosTally: Sendable {
 
     package mutating func add(_ other: ChaosTally) {
         strict += other.strict
+        ownAnswers += other.ownAnswers
+        explainedFailures.merge(other.explainedFailures, uniquingKeysWith: +)
         excused.merge(other.excused, uniquingKeysWith: +)
         lateReplies += other.lateReplies
         answersAfterTheirCall += other.answersAfterTheirCall
         framesChecked += other.framesChecked
         framesExempt.merge(other.framesExempt, uniquingKeysWith: +)
         streamStateChangesChecked += other.streamStateChangesChecked
+        sendsCheckedOnAir += other.sendsCheckedOnAir
+        sendsCompletedLate += other.sendsCompletedLate
     }
 
     /// One line for a run's summary.
     package var summary: String {
         let share = checkedCommands == 0 ? 0 : Double(strict) / Double(checkedCommands) * 100
         let reasons = excused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        let failures = explainedFailures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+            .joined(separator: ", ")
         let exempt = framesExempt.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        return "commands checked \(checkedCommands): strictly \(strict) (\(String(format: "%.1f", share)) %), "
+        return "commands checked \(checkedCommands): strictly \(strict) (\(String(format: "%.1f", share)) %: "
+            + "own answer \(ownAnswers), failure the record explains \(explainedFailures.values.reduce(0, +)) "
+            + "[\(failures)]), "
             + "excused [\(reasons)]; late replies \(lateReplies) (answers after their call \(answersAfterTheirCall)); "
             + "frames checked \(framesChecked), exempt [\(exempt)]; "
-            + "stream state changes \(streamStateChangesChecked)"
+            + "stream state changes \(streamStateChangesChecked); "
+            + "sends on air \(sendsCheckedOnAir) (completed by an earlier frame's late answer \(sendsCompletedLate))"
     }
 }
 
@@ -63,6 +89,13 @@ extension ChaosScenario {
         eventCount += 1
         if let frozen = eventsAtTeardown, eventCount > frozen {
             violation("an event after teardown(): \(event)")
+        }
+        if disconnectReturned {
+            if case .connectionStateChanged = event {
+                disconnectReturned = false
+            } else {
+                violation("\(String(describing: event).prefix(60)) reached the app after its disconnect() returned")
+            }
         }
         switch event {
         case .connectionStateChanged(let state):
@@ -95,6 +128,7 @@ extension ChaosScenario {
         if appState != .connected {
             violation("\(event) reached the app while it was told the connection is \(appState)")
         }
+        disconnectInsideCallback(after: event)
     }
 
     /// State and readiness agree with each other and with the link, both ways, after every step.
@@ -175,8 +209,8 @@ extension ChaosScenario {
         // Every call must end within the sum of the bounds of what is queued
         // (they run one after another) and a no-wait window.
         let deadline = clock.elapsed + calls.reduce(.seconds(6)) { $0 + $1.bound }
-        await advance(while: { calls.contains(where: { $0.completions == 0 }) }, until: deadline)
-        for call in calls where call.completions == 0 {
+        await advance(while: { calls.contains(where: { !$0.finished }) }, until: deadline)
+        for call in calls where !call.finished {
             violation("#\(call.id) \(call.what) never finished (hang)")
         }
         // Lines the write pump still holds (a no-wait call's, behind a ready flag
@@ -213,21 +247,6 @@ extension ChaosScenario {
             checkState()
         }
         checkAgainstRecord()
-        // Successful sends (their own OK and +SENDFIN, no late reply) went on air in the order they completed.
-        let transmitted = peripheral.transmittedFrames
-        var cursor = transmitted.startIndex
-        for call in calls {
-            guard case .sent(let payload) = call.expectation, call.succeeded, strictCalls.contains(call.id) else {
-                continue
-            }
-            guard let found = transmitted[cursor...].firstIndex(of: payload) else {
-                violation(
-                    "#\(call.id) a send that succeeded (\(Hex.encode(payload.prefix(3)))…) "
-                        + "is not on air, or not in order")
-                break
-            }
-            cursor = found + 1
-        }
         // Teardown: nothing afterwards, nothing left scheduled; the stream ends
         // and what it delivered plus what it dropped is everything.
         if !tornDown { client.teardown() }
@@ -237,15 +256,29 @@ extension ChaosScenario {
         if eventCount != total { violation("\(eventCount - total) events after teardown()") }
         if clock.pendingTimerCount != 0 { violation("\(clock.pendingTimerCount) timers still pending after teardown") }
         if let reader = streamReader, let stalledStream {
-            for _ in 0..<50 { await clock.settle() }
-            let (read, states) = await reader.value
             // The stalled stream was finished by teardown: it yields what its buffer kept.
-            var stalledRead = 0
-            var stalledStates: [XTalkConnectionState] = []
-            for await event in stalledStream {
-                stalledRead += 1
-                if case .connectionStateChanged(let state) = event { stalledStates.append(state) }
+            let stalledReader = Task { @MainActor in
+                var count = 0
+                var states: [XTalkConnectionState] = []
+                for await event in stalledStream {
+                    count += 1
+                    if case .connectionStateChanged(let state) = event { states.append(state) }
+                }
+                self.streamsEnded += 1
+                return (count, states)
             }
+            // Both readers end once teardown() has finished their streams; the
+            // checker never waits on a stream without a bound (a stream left
+            // open would hang the run): cancelling a reader ends its loop.
+            for _ in 0..<50 { await clock.settle() }
+            for _ in 0..<1_000 where streamsEnded < 2 { await Task.yield() }
+            if streamsEnded < 2 {
+                violation("\(2 - streamsEnded) of 2 events streams did not end after teardown()")
+                reader.cancel()
+                stalledReader.cancel()
+            }
+            let (read, states) = await reader.value
+            let (stalledRead, stalledStates) = await stalledReader.value
             let dropped = client.droppedEventCount
             if read + stalledRead + dropped != 2 * eventCount {
                 violation(
@@ -268,14 +301,19 @@ extension ChaosScenario {
     /// Checks every call, command line and radio frame against the device's record.
     func checkAgainstRecord() {
         let checker = RecordChecker(scenario: self)
-        for call in calls where call.completions > 0 {
-            if call.completions > 1 { violation("#\(call.id) \(call.what) finished \(call.completions) times") }
+        for call in calls where call.finished {
             var verdicts: [Verdict] = []
             for wire in call.commands {
                 let verdict = checker.check(wire, cancelled: call.cancelled)
                 verdicts.append(verdict)
                 switch verdict {
-                case .strict: tally.strict += 1
+                case .strict:
+                    tally.strict += 1
+                    if case .failed(let error) = wire.outcome {
+                        tally.explainedFailures[ChaosTally.kind(of: error), default: 0] += 1
+                    } else {
+                        tally.ownAnswers += 1
+                    }
                 case .excused(let reason): tally.excused[reason, default: 0] += 1
                 case .violation(let problem): violation("#\(call.id) \(call.what): \(wire.text.prefix(40)): \(problem)")
                 }
@@ -285,12 +323,45 @@ extension ChaosScenario {
                 violation("#\(call.id) \(call.what): \(problem)")
             }
         }
+        checkSendsOnAir(checker)
         tally.lateReplies = checker.lateReplies
         tally.answersAfterTheirCall = checker.answersAfterTheirCall
         let resets = decoderResets.map(checker.resetWindow(at:))
         checkLines(resets: resets)
         if traceTraffic { traceRecord() }
         checkFrames(resets: resets)
+    }
+
+    /// Every send the app was told succeeded put a frame on air: its own, in the
+    /// order the sends completed; or, for a send an earlier frame's late `OK`
+    /// and `+SENDFIN:` completed (the protocol cannot tell them apart), that
+    /// earlier frame, which the device must then have transmitted.
+    private func checkSendsOnAir(_ checker: RecordChecker) {
+        let transmitted = peripheral.transmittedFrames
+        var cursor = transmitted.startIndex
+        for call in calls {
+            guard case .sent(let payload) = call.expectation, call.succeeded, let wire = call.commands.last else {
+                continue
+            }
+            tally.sendsCheckedOnAir += 1
+            if let earlier = checker.lateCompletion(of: wire) {
+                guard let frame = earlier, transmitted.contains(Data(frame)) else {
+                    violation(
+                        "#\(call.id) a send that succeeded on an earlier line's late OK and +SENDFIN: "
+                            + "that line's frame is not on air")
+                    continue
+                }
+                tally.sendsCompletedLate += 1
+                continue
+            }
+            guard let found = transmitted[cursor...].firstIndex(of: payload) else {
+                violation(
+                    "#\(call.id) a send that succeeded (\(Hex.encode(payload.prefix(3)))…) "
+                        + "is not on air, or not in order")
+                break
+            }
+            cursor = found + 1
+        }
     }
 
     /// The device's record, in the trace of a replayed seed: what the checker compared with.
@@ -437,6 +508,8 @@ private final class RecordChecker {
     /// Emissions a late reply already excused.
     private var consumed: Set<Int> = []
     private(set) var lateReplies = 0
+    /// Sends an earlier line's late answer completed: the device command it answered.
+    private var lateCompletions: [ObjectIdentifier: Int] = [:]
     /// The host's bytes per connection, with the time each write was handed to the link.
     private var hostStreams: [Int: [(byte: UInt8, at: Duration)]] = [:]
 
@@ -707,7 +780,7 @@ private final class RecordChecker {
         ownAnswer: XTalkDeviceRecord.Emission?
     ) -> Verdict? {
         guard let endedAt = wire.endedAt else { return nil }
-        if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
+        if wrongEncoding(wire, endedAt: endedAt) { return .excused("wrong encoding") }
         // The device never read it: it was out of range, the phone not told yet;
         // or the pump held it for a ready flag a lost callback left false.
         if own == nil, lines?.isEmpty ?? true {
@@ -746,9 +819,10 @@ private final class RecordChecker {
             }
         }
         // The device's notification queue overflowed and cut the line in front of the answer (or the answer).
-        if let ownAnswer, deviceCut(before: ownAnswer) { return .excused("device cut a line") }
-        if lines == nil, anotherAnswer(in: wire) != nil {
+        if let ownAnswer, deviceCut(before: ownAnswer, by: endedAt) { return .excused("device cut a line") }
+        if lines == nil, let other = anotherAnswer(in: wire), case .answer(let command?) = other.output.kind {
             // A send completed by an earlier frame's late OK and +SENDFIN.
+            lateCompletions[ObjectIdentifier(wire)] = command
             return .excused("late reply")
         }
         return nil
@@ -803,9 +877,9 @@ private final class RecordChecker {
                 let delivered = completing.deliveredAt,
                 delivered < endedAt
             {
-                if !scenario.inRightEncoding(from: wire.madeAt, to: endedAt) { return .excused("wrong encoding") }
+                if wrongEncoding(wire, endedAt: endedAt) { return .excused("wrong encoding") }
                 if anotherAnswer(in: wire) != nil { return .excused("late reply in its window") }
-                if deviceCut(before: ownAnswer) { return .excused("device cut a line") }
+                if deviceCut(before: ownAnswer, by: endedAt) { return .excused("device cut a line") }
                 return .violation(
                     "timed out although its answer \(ownAnswer.output.lines) arrived whole at \(delivered)")
             }
@@ -900,6 +974,18 @@ private final class RecordChecker {
             for shape in shapes where !shape.isEmpty && lines.starts(with: shape) { return (emission, shape.count) }
         }
         return nil
+    }
+
+    /// For a send an earlier line's late answer completed: the frame that line
+    /// carried, when it was an RF send the device finished with `+SENDFIN:OK`
+    /// (`.some(nil)` otherwise); `nil` for a send completed by its own answer.
+    func lateCompletion(of wire: WireCommand) -> [UInt8]?? {
+        guard let command = lateCompletions[ObjectIdentifier(wire)] else { return nil }
+        guard sendFinishes[command]?.output.lines == ["+SENDFIN:OK"],
+            let text = record.commands.first(where: { $0.number == command })?.text, text.hasPrefix("AT+SEND="),
+            let payload = Hex.decode(text.utf8.dropFirst("AT+SEND=".count))
+        else { return .some(nil) }
+        return .some(payload)
     }
 
     private func anotherAnswer(in wire: WireCommand) -> XTalkDeviceRecord.Emission? {
@@ -1004,9 +1090,22 @@ private final class RecordChecker {
         lateReplies += 1
     }
 
-    /// The device's own queue cut the answer, or the line in front of it on the same connection.
-    private func deviceCut(before answer: XTalkDeviceRecord.Emission) -> Bool {
-        answer.queued < answer.bytes.count || record.followsACutOutput(answer)
+    /// The line went out in the other encoding than the device's (the record
+    /// shows the device read it as another line), or the client decoded in
+    /// another encoding, or switched, between the line's write (its call, if it
+    /// was never written) and its end. A switch while the line still waited in
+    /// the queue is not one: the line was written, and its answer read, after it.
+    private func wrongEncoding(_ wire: WireCommand, endedAt: Duration) -> Bool {
+        if ownedCommands[ObjectIdentifier(wire)]?.contains(where: { $0.1 == .wrongEncoding }) == true { return true }
+        return !scenario.inRightEncoding(from: writeTime(of: wire) ?? wire.madeAt, to: endedAt)
+    }
+
+    /// The device's own queue cut the answer, or the line in front of it on the
+    /// same connection, while the call could still see it (an answer written
+    /// with no connection, or after the call ended, explains nothing in it).
+    private func deviceCut(before answer: XTalkDeviceRecord.Emission, by endedAt: Duration) -> Bool {
+        guard answer.connection != nil, answer.at <= endedAt else { return false }
+        return answer.queued < answer.bytes.count || record.followsACutOutput(answer)
     }
 
     /// The bytes in front of `text` in the device's line, read in the other encoding, are text the client wrote.

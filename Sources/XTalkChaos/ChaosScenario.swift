@@ -16,6 +16,13 @@ package final class ChaosScenario {
     private let random: SimulatorRandom
     /// Draws of the field faults (a stream of their own, so that earlier seeds replay unchanged otherwise).
     private let fieldRandom: SimulatorRandom
+    /// What the app does from inside its own callbacks (a stream of its own again).
+    let appRandom: SimulatorRandom
+    /// How often the app calls `disconnect()` from inside `onEvent`, on an
+    /// event of the connection (0 in most scenarios).
+    let callbackDisconnectChance: Double
+    /// The app's `disconnect()` returned, and no state change has been delivered since.
+    var disconnectReturned = false
     /// When the user answers the permission prompt; nil: permission was given before.
     private let promptAnswerDelay: Duration?
     let clock: XTalkVirtualClock
@@ -57,6 +64,8 @@ package final class ChaosScenario {
     /// A second `events` stream, read from the start but only after teardown:
     /// it must not hold up the first, and must keep every state change.
     var stalledStream: AsyncStream<XTalkBleEvent>?
+    /// How many of the two `events` streams' readers have seen their stream end.
+    var streamsEnded = 0
     /// Every `.connectionStateChanged` the app's `onEvent` received, in order.
     var stateChanges: [XTalkConnectionState] = []
     /// The connection state the app last heard of through `.connectionStateChanged`.
@@ -132,6 +141,9 @@ package final class ChaosScenario {
         if field.chance(0.08) { device.gatt.pairing = .userPairs(after: .milliseconds(field.int(in: 100...2_500))) }
         // The permission prompt on the first scan, answered (yes) after a while: `.unknown` until then.
         promptAnswerDelay = field.chance(0.1) ? .milliseconds(field.int(in: 0...800)) : nil
+        let app = SimulatorRandom(seed: seed ^ 0xCA11_BAC)
+        appRandom = app
+        callbackDisconnectChance = app.chance(0.25) ? app.pick([0.02, 0.1, 0.3]) : 0
         device.firmware = firmware
         device.link.mtu = random.pick([23, 64, 185, 247])
         device.link.connectionInterval = random.pick([.milliseconds(7.5), .milliseconds(15), .milliseconds(30)])
@@ -232,6 +244,7 @@ package final class ChaosScenario {
                 if case .connectionStateChanged(let state) = event { states.append(state) }
                 if slowReader { await Task.yield() }
             }
+            self.streamsEnded += 1
             return (count, states)
         }
         if let promptAnswerDelay {
@@ -417,7 +430,7 @@ package final class ChaosScenario {
     }
 
     private func cancelSomething() {
-        let pending = calls.filter { $0.completions == 0 && $0.task != nil }
+        let pending = calls.filter { !$0.finished && $0.task != nil }
         guard !pending.isEmpty else { return }
         let victim = random.pick(pending)
         note("cancel #\(victim.id)")
@@ -502,6 +515,7 @@ package final class ChaosScenario {
             note("client.disconnect()")
             appEnded()
             client.disconnect()
+            disconnectReturned = true
         }
     }
 
@@ -528,7 +542,19 @@ package final class ChaosScenario {
         decoderResets.append(clock.elapsed)
     }
 
-    private func appEnded() {
+    /// The app disconnects from inside its `onEvent` callback, as the event
+    /// that made it decide is delivered: nothing more of that connection (the
+    /// rest of the same notification's lines and frames, already queued)
+    /// may reach it.
+    func disconnectInsideCallback(after event: XTalkBleEvent) {
+        guard callbackDisconnectChance > 0, !tornDown, appRandom.chance(callbackDisconnectChance) else { return }
+        note("client.disconnect() from inside onEvent, on \(String(describing: event).prefix(40))")
+        appEnded()
+        client.disconnect()
+        disconnectReturned = true
+    }
+
+    func appEnded() {
         appEndedWorkAt.append(clock.elapsed)
     }
 

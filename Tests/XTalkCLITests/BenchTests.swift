@@ -298,12 +298,14 @@ struct ChaosCommandTests {
         let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "200", "--json"])
         #expect(result.code == 0, "\(result.stderr)")
         let records = result.records(ofType: "self_test")
-        #expect(records.count == 15)
+        #expect(records.count == 17)
         #expect(records.allSatisfy { $0["flagged"] as? Bool == true && $0["scenario"] is Int }, "\(records)")
         let names = Set(records.compactMap { $0["fault"] as? String })
         #expect(names.contains("drain skipped") && names.contains("a full stream drops a state change"))
         #expect(names.contains("no challenge reported after a second probe"))
         #expect(names.contains("a drain fails new calls as not connected"))
         #expect(names.contains("a timeout twice as long as asked"))
+        #expect(names.contains("queued events delivered after a disconnect"))
+        #expect(names.contains("teardown leaves the event streams open"))
     }
 }

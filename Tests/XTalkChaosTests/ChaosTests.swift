@@ -30,11 +30,24 @@ struct ChaosTests {
         // learned to keep them out; `lateReplyExemption` checks that path on seeds.
         let ran = (Self.scenarios - shard + Self.shards - 1) / Self.shards
         print("chaos shard \(shard), \(ran) scenarios: \(tally.summary)")
-        guard ran >= 25 else { return }
+        // The floors hold in every shard of ten scenarios or more: CI's sanitizer
+        // runs (100 scenarios, 12 or 13 a shard) included. Each is well under
+        // what the smallest shard sees (a dozen scenarios vary widely), so it
+        // flags a checker that stopped checking a kind of thing, not a drift;
+        // the scenarios are fixed by their seeds, so none is met by luck.
+        guard ran >= 10 else { return }
         #expect(tally.checkedCommands >= 10 * ran, "\(tally.summary)")
         #expect(tally.strict * 100 >= tally.checkedCommands * 80, "\(tally.summary)")
-        #expect(tally.framesChecked >= ran, "\(tally.summary)")
-        if ran >= 100 { #expect(tally.answersAfterTheirCall >= ran / 10, "\(tally.summary)") }
+        // Strict verdicts are of two kinds, floored apart: a line that got its own
+        // answer (about 3 a scenario, 1.7 in the poorest dozen), and a typed
+        // failure the record explains (about 13: most calls made while the link
+        // is down fail .notConnected).
+        #expect(tally.ownAnswers >= ran, "\(tally.summary)")
+        #expect(tally.explainedFailures.values.reduce(0, +) >= 5 * ran, "\(tally.summary)")
+        #expect(tally.framesChecked >= ran / 2, "\(tally.summary)")
+        #expect(tally.answersAfterTheirCall >= ran / 10, "\(tally.summary)")
+        // Every send the app was told succeeded is looked for on air (about 0.3 a scenario).
+        #expect(tally.sendsCheckedOnAir >= ran / 10, "\(tally.summary)")
     }
 
     /// Scenarios in which a collect window takes an earlier command's whole
@@ -48,28 +61,59 @@ struct ChaosTests {
         }
     }
 
+    /// Scenarios in which a send timed out or was cancelled after its line went
+    /// out, the drain ended quiet before the device (slower than the quiet
+    /// period) answered, and the next send took that late `OK` and `+SENDFIN:`
+    /// as its own (the protocol cannot tell them apart). The app was told the
+    /// next send succeeded: the checker then finds the earlier frame on air. In
+    /// the first seed the next send's own answer was written while the link was
+    /// down: it excuses nothing ("device cut a line" needs a cut the call could see).
+    @Test("sends on air: a send completed by an earlier frame's late answer is checked against that frame")
+    func sendsCompletedByALateAnswer() async {
+        for seed: UInt64 in [4_679_770_260_748, 4_706_314_618_438] {
+            let tally = await Self.check(seed: seed)
+            #expect(tally.sendsCompletedLate == 1 && tally.sendsCheckedOnAir >= 1, "\(tally.summary)")
+            #expect(tally.excused["device cut a line", default: 0] == 0, "\(tally.summary)")
+        }
+    }
+
     /// The checker's self-test: the SDK with one known bug switched on (a URC
     /// in a response, the drain skipped, timeouts from the call, a dropped
     /// `+PING:` line, another command's reply, a dropped frame, an old line
     /// after a reconnect, an old event after a disconnect, never ready, the
     /// signature not checked, a write pump that waits for the ready callback
     /// alone, no challenge reported after a second probe, a call during a
-    /// drain failed as not connected, a timeout twice as long as asked) must
-    /// fail the scenarios, within a number far below what CI runs.
+    /// drain failed as not connected, a timeout twice as long as asked, queued
+    /// events delivered after a disconnect, streams left open by teardown) must
+    /// fail a scenario within the bound the README quotes for it.
     @Test("the checker flags each known bug in the SDK (self-test)", arguments: ChaosFaults.each.map(\.name))
     func selfTest(fault: String) async throws {
         let faults = try #require(ChaosFaults.each.first { $0.name == fault }).faults
-        for index in 0..<Self.selfTestScenarios {
+        let bound = Self.selfTestBound(of: fault)
+        for index in 0..<bound {
             let report = await ChaosScenario(seed: ChaosSeeds.seed(ofScenario: index), faults: faults).run()
             if !report.passed {
                 print("self-test: \(fault) flagged by scenario \(index): \(report.violations[0].prefix(160))")
                 return
             }
         }
-        Issue.record("the checker did not flag '\(fault)' in \(Self.selfTestScenarios) scenarios")
+        Issue.record("the checker did not flag '\(fault)' in its first \(bound) scenarios")
     }
 
-    nonisolated static let selfTestScenarios = 200
+    /// The README's bound: every known bug within the first 12 scenarios, but
+    /// two that show only on what few scenarios draw: a pump that waits for the
+    /// ready callback alone, on a link that loses that callback and leaves the
+    /// flag false (one scenario in eight), within 100; a connection's queued
+    /// events delivered after a disconnect, when the app disconnects from
+    /// inside a callback with more of that notification queued behind (a
+    /// quarter of the scenarios draw such an app), within 20.
+    nonisolated static func selfTestBound(of fault: String) -> Int {
+        switch fault {
+        case "waits for the ready callback alone": 100
+        case "queued events delivered after a disconnect": 20
+        default: 12
+        }
+    }
 
     /// Seeds that once found a bug; each bug also has its own named test
     /// (AtChannelStateMachineTests, LineFramerTests, RegressionTests).

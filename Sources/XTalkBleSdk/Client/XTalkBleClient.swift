@@ -255,7 +255,9 @@ public final class XTalkBleClient: NSObject {
         rawObservers.removeAll()
         onEvent = nil
         backend.eventHandler = nil
-        for subscriber in subscribers { subscriber.value?.finish() }
+        if !injectedFaults.teardownLeavesStreamsOpen {
+            for subscriber in subscribers { subscriber.value?.finish() }
+        }
         subscribers.removeAll()
     }
 
@@ -451,7 +453,7 @@ public final class XTalkBleClient: NSObject {
         }
         leftBehind = link.close(error: error).map { (peripheral: link.peripheral, left: $0) }
         // Nothing of this connection is delivered after it ended, even what is already queued.
-        discardDeliveries(of: link.generation)
+        if !injectedFaults.keepsQueuedEventsAfterDisconnect { discardDeliveries(of: link.generation) }
     }
 
     // MARK: Delivery

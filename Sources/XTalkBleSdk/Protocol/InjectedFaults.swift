@@ -30,6 +30,11 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
     package var drainCountsAsDisconnected = false
     /// A command's or RF send's timeout runs twice as long as asked.
     package var doublesTimeouts = false
+    /// A connection that ends keeps its events already queued for delivery:
+    /// an app that disconnects from inside a callback still gets the rest.
+    package var keepsQueuedEventsAfterDisconnect = false
+    /// `teardown()` forgets the `events` streams without finishing them: their readers wait for good.
+    package var teardownLeavesStreamsOpen = false
 
     package init() {}
 
@@ -49,6 +54,8 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
             ("waits for the ready callback alone", \.waitsForReadyCallback),
             ("a drain fails new calls as not connected", \.drainCountsAsDisconnected),
             ("a timeout twice as long as asked", \.doublesTimeouts),
+            ("queued events delivered after a disconnect", \.keepsQueuedEventsAfterDisconnect),
+            ("teardown leaves the event streams open", \.teardownLeavesStreamsOpen),
         ]
         return paths.map { name, path in
             var faults = XTalkInjectedFaults()
