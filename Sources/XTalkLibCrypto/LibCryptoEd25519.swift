@@ -121,6 +121,8 @@
         let mdCtxFree: Free
         /// `EVP_PKEY_free`.
         let pkeyFree: Free
+        /// The library name (of the candidates given to `load(from:)`) that was opened.
+        package let name: String
 
         /// Opens the first loadable library in `names` and resolves every symbol.
         /// Throws `.libraryUnavailable` naming the libraries tried, or the library and the first missing symbol.
@@ -152,6 +154,7 @@
                 }
                 return unsafeBitCast(address, to: Function.self)
             }
+            self.name = name
             newRawPrivateKey = try symbol("EVP_PKEY_new_raw_private_key")
             newRawPublicKey = try symbol("EVP_PKEY_new_raw_public_key")
             getRawPublicKey = try symbol("EVP_PKEY_get_raw_public_key")
