@@ -820,8 +820,12 @@ private final class RecordChecker {
         }
         // The device's notification queue overflowed and cut the line in front of the answer (or the answer).
         if let ownAnswer, deviceCut(before: ownAnswer, by: endedAt) { return .excused("device cut a line") }
-        if lines == nil, let other = anotherAnswer(in: wire), case .answer(let command?) = other.output.kind {
-            // A send completed by an earlier frame's late OK and +SENDFIN.
+        if lines == nil, let other = lateSendAnswer(in: wire) ?? anotherAnswer(in: wire),
+            case .answer(let command?) = other.output.kind
+        {
+            // A send completed by an earlier frame's late OK and +SENDFIN
+            // (anything else that completed it leaves no frame on air, which
+            // the sends-on-air check then reports).
             lateCompletions[ObjectIdentifier(wire)] = command
             return .excused("late reply")
         }
@@ -986,6 +990,19 @@ private final class RecordChecker {
             let payload = Hex.decode(text.utf8.dropFirst("AT+SEND=".count))
         else { return .some(nil) }
         return .some(payload)
+    }
+
+    /// The late `OK` of another RF send, delivered in `wire`'s window after its
+    /// line went out (what can complete a send: an answer delivered while it
+    /// still waited in the queue, or in a drain before it, cannot).
+    private func lateSendAnswer(in wire: WireCommand) -> XTalkDeviceRecord.Emission? {
+        guard let written = writeTime(of: wire) else { return nil }
+        return candidates(for: wire).first { emission in
+            guard case .answer(let command?) = emission.output.kind, emission.output.lines.last == "OK",
+                let first = emission.firstDeliveredAt, first >= written
+            else { return false }
+            return record.commands.first { $0.number == command }?.text.hasPrefix("AT+SEND=") == true
+        }
     }
 
     private func anotherAnswer(in wire: WireCommand) -> XTalkDeviceRecord.Emission? {

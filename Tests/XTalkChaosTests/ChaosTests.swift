@@ -68,9 +68,11 @@ struct ChaosTests {
     /// next send succeeded: the checker then finds the earlier frame on air. In
     /// the first seed the next send's own answer was written while the link was
     /// down: it excuses nothing ("device cut a line" needs a cut the call could see).
+    /// In the third, another command's late answer reached the host in the drain
+    /// before the send's line went out: only the `OK` after its write counts.
     @Test("sends on air: a send completed by an earlier frame's late answer is checked against that frame")
     func sendsCompletedByALateAnswer() async {
-        for seed: UInt64 in [4_679_770_260_748, 4_706_314_618_438] {
+        for seed: UInt64 in [4_679_770_260_748, 4_706_314_618_438, 34_509_061_230_214_495] {
             let tally = await Self.check(seed: seed)
             #expect(tally.sendsCompletedLate == 1 && tally.sendsCheckedOnAir >= 1, "\(tally.summary)")
             #expect(tally.excused["device cut a line", default: 0] == 0, "\(tally.summary)")
@@ -181,6 +183,8 @@ struct ChaosTests {
             79_668_493_860_901_537,
             // a line withdrawn at the instant its call timed out, the next one written then (checker)
             53_171_831_072_798_929,
+            // a send took a cancelled send's late OK and +SENDFIN:FAIL; a query then took its ERROR
+            34_523_387_220_059_788,
         ])
     func formerFailures(seed: UInt64) async {
         await Self.check(seed: seed)
