@@ -207,6 +207,45 @@ struct OwedAnswerTests {
         #expect(h.outcomes[after] == .success(["OK"]))
     }
 
+    /// A send cancelled before its answer, a drain that ended quiet, and the
+    /// next send took that send's late `OK` and `+SENDFIN:FAIL` (the protocol
+    /// cannot tell them apart): its own `ERROR` comes a reply late, and a query
+    /// takes it no more than a bare `OK` (chaos seed 34523387220059788:
+    /// `AT+PING=t2` got an RF send's `ERROR`). With only a command's reply in
+    /// doubt, an `ERROR` is the query's own (the garbled-line rule aside).
+    @Test("after a quiet drain that dropped an RF send's reply, a bare ERROR before a query's own line is another's")
+    func quietSendDebtSkipsABareError() {
+        var h = ChannelHarness()
+        let first = h.send("0001", timeout: .milliseconds(100))
+        let second = h.send("0002")
+        let query = h.command("AT+PING=t2")
+        h.completeWrites()
+        h.fire(.milliseconds(100))
+        #expect(h.outcomes[first] == .failure(.timeout))
+        h.fire(AtChannelStateMachine.defaultDrainQuiet)
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+SEND=0002\r\n")
+        h.receive("OK\r\n+SENDFIN:FAIL,CAD_BUSY\r\n")  // the first send's, late: taken by the second
+        #expect(h.outcomes[second] == .failure(.writeFailed("the radio could not send the frame: CAD_BUSY")))
+        h.completeWrites()
+        #expect(h.writtenLines.last == "AT+PING=t2\r\n")
+        h.receive("ERROR\r\n")  // the second send's, a reply late
+        #expect(h.outcomes[query] == nil)
+        h.receive("+PING:t2\r\nOK\r\n")
+        #expect(h.outcomes[query] == .success(["+PING:t2", "OK"]))
+        // The information line showed the device caught up: a query's ERROR is its own again.
+        let after = h.command("AT+VER?")
+        h.completeWrites()
+        h.receive("ERROR\r\n")
+        #expect(h.outcomes[after] == .success(["ERROR"]))
+
+        // Only a command's reply in doubt: the ERROR is the query's own.
+        var g = ChannelHarness()
+        let next = Self.timeOut("AT+SILENT", then: "AT+PING=t3", quiet: true, &g)
+        g.receive("ERROR\r\n")
+        #expect(g.outcomes[next] == .success(["ERROR"]))
+    }
+
     @Test("a query's own information line ends every reply owed before it")
     func ownInformationLineEndsTheDebt() {
         // The drain hit its bound with a reply owed; the device never sends it.

@@ -875,11 +875,15 @@ struct AtChannelStateMachine {
                     transaction.sawAnswerLine = true
                     staleLines.deviceReachedCurrentLine()
                 } else if staleLines.lateAnswersMayFollow,
-                    finalCode == .ok || (finalCode == nil && !Self.isEchoOfAnotherLine(line, finalCode))
+                    finalCode == .ok || (finalCode == .error && staleLines.lateSendAnswersMayFollow)
+                        || (finalCode == nil && !Self.isEchoOfAnotherLine(line, finalCode))
                 {
                     // While a late answer may still come, a bare `OK` before our
                     // information line, or another line in its place, is another
-                    // reply's, up to its final code (an event only).
+                    // reply's, up to its final code (an event only); so is a bare
+                    // `ERROR` when that late answer may be an RF send's. (An
+                    // `ERROR` of our own then costs a timeout: a typed failure,
+                    // never another command's answer.)
                     staleLines.ownerlessResponseLine(line, final: finalCode != nil, ok: finalCode == .ok)
                     state = .transaction(transaction)
                     return

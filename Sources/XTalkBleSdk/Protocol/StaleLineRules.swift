@@ -45,9 +45,14 @@ struct StaleLineRules {
     /// those in an encoding the channel switches back to decode again. Until
     /// the device shows it has caught up (an echo, a command's own
     /// information line, `+READY`), a documented query, awaited or
-    /// collected, takes neither a bare `OK` before its information line nor
-    /// another information line in its place (`AtAnswerLine`).
+    /// collected, takes neither a bare `OK` or `ERROR` before its information
+    /// line nor another information line in its place (`AtAnswerLine`).
     private(set) var lateAnswersMayFollow = false
+    /// Of those late answers, one may be an RF send's: its `ERROR` (the device
+    /// refused the frame), or its `OK` taken by the next send, whose own
+    /// answer (maybe `ERROR`) then comes a reply late. While this holds, a
+    /// documented query takes no bare `ERROR` before its information line either.
+    private(set) var lateSendAnswersMayFollow = false
 
     /// What an operation that ended without its answer leaves owed.
     enum OwedAnswer: Equatable, Sendable {
@@ -103,6 +108,7 @@ struct StaleLineRules {
         // Those in the old encoding decode again should the channel switch
         // back (an encoding probe that guessed wrong): they are late answers.
         lateAnswersMayFollow = lateAnswersMayFollow || owesReply
+        lateSendAnswersMayFollow = lateSendAnswersMayFollow || owedReplies.contains(where: \.isSend)
         forgetCounts()
     }
 
@@ -221,12 +227,14 @@ struct StaleLineRules {
         owedReplies.removeAll()
         garbledAnswersMayFollow = false
         lateAnswersMayFollow = false
+        lateSendAnswersMayFollow = false
     }
 
     /// A drain ended because the channel was quiet for the drain period:
     /// nothing earlier is owed any more, but what was owed may still come late.
     mutating func drainEndedQuiet() {
         lateAnswersMayFollow = lateAnswersMayFollow || owesReply
+        lateSendAnswersMayFollow = lateSendAnswersMayFollow || owedReplies.contains(where: \.isSend)
         forgetCounts()
     }
 
@@ -236,6 +244,7 @@ struct StaleLineRules {
         forgetCounts()
         garbledAnswersMayFollow = false
         lateAnswersMayFollow = false
+        lateSendAnswersMayFollow = false
     }
 
     /// The counts of replies and `+SENDFIN:` lines owed start again from none.
