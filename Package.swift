@@ -126,7 +126,10 @@ let package = Package(
             dependencies: ["XTalkCLI", "xtalk", "XTalkBleSdk", "XTalkSimulator", "XTalkFakeBlueZ", "XTalkTestSupport"]),
         .testTarget(
             name: "XTalkCryptoTests",
-            dependencies: ["XTalkCrypto", .target(name: "XTalkLibCrypto", condition: onLinux)]),
+            dependencies: [
+                "XTalkCrypto", "XTalkSimulator", "XTalkTestSupport",
+                .target(name: "XTalkLibCrypto", condition: onLinux),
+            ]),
         .testTarget(
             name: "XTalkDeviceAuthSdkTests",
             dependencies: ["XTalkDeviceAuthSdk", "XTalkBleSdk", "XTalkSimulator", "XTalkCrypto", "XTalkTestSupport"]

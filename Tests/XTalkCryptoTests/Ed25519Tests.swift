@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import XTalkSimulator
+import XTalkTestSupport
 @testable import XTalkCrypto
 
 /// A known-answer Ed25519 vector, as hex.
@@ -140,13 +142,11 @@ func flipping(_ bytes: [UInt8], bit: Int) -> [UInt8] {
     /// Keys and messages drawn from a seed: `XTALK_PROPERTY_SEED` replays a
     /// failing run (the seed is in every failure message).
     @Test func roundTripsRandomMessages() throws {
-        let environment = ProcessInfo.processInfo.environment["XTALK_PROPERTY_SEED"].flatMap(UInt64.init)
-        let seed = environment ?? UInt64.random(in: 0...UInt64.max)
-        var random = SeededBytes(seed: seed)
-        let replay = "seed \(seed) (replay: XTALK_PROPERTY_SEED=\(seed))"
+        let replay = PropertySeed()
+        let random = SimulatorRandom(seed: replay.value)
         for _ in 0..<32 {
             let key = try Ed25519PrivateKey(seed: random.bytes(32))
-            let message = random.bytes(Int(random.next() % 301))
+            let message = random.bytes(random.int(in: 0...300))
             let signature = try key.signature(for: message)
             #expect(signature.count == 64, "\(replay)")
             #expect(try key.publicKey.isValidSignature(signature, for: message), "\(replay)")
@@ -175,21 +175,4 @@ func flipping(_ bytes: [UInt8], bit: Int) -> [UInt8] {
     func describesErrorsWithTheirDetail(_ error: XTalkCryptoError, _ detail: String) {
         #expect(error.description.contains(detail))
     }
-}
-
-/// SplitMix64: reproducible bytes from a seed, for the property tests.
-private struct SeededBytes {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) } }
 }
