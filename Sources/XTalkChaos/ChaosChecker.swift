@@ -7,7 +7,7 @@ import XTalkSimulator
 package struct ChaosTally: Sendable {
     /// Command lines whose outcome matched the device's record with no exemption:
     /// `ownAnswers` plus `explainedFailures`.
-    package var strict = 0
+    package var strict: Int { ownAnswers + explainedFailures.values.reduce(0, +) }
     /// Of those, lines that got their own answer (or, an RF send, its own `OK`
     /// and `+SENDFIN:`; a no-wait call, its line on the link).
     package var ownAnswers = 0
@@ -44,7 +44,6 @@ package struct ChaosTally: Sendable {
     package var checkedCommands: Int { strict + excused.values.reduce(0, +) }
 
     package mutating func add(_ other: ChaosTally) {
-        strict += other.strict
         ownAnswers += other.ownAnswers
         explainedFailures.merge(other.explainedFailures, uniquingKeysWith: +)
         excused.merge(other.excused, uniquingKeysWith: +)
@@ -60,13 +59,14 @@ package struct ChaosTally: Sendable {
     /// One line for a run's summary.
     package var summary: String {
         let share = checkedCommands == 0 ? 0 : Double(strict) / Double(checkedCommands) * 100
-        let reasons = excused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        let failures = explainedFailures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
-            .joined(separator: ", ")
-        let exempt = framesExempt.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        func counts(_ byKey: [String: Int]) -> String {
+            byKey.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        }
+        let reasons = counts(excused)
+        let exempt = counts(framesExempt)
         return "commands checked \(checkedCommands): strictly \(strict) (\(String(format: "%.1f", share)) %: "
-            + "own answer \(ownAnswers), failure the record explains \(explainedFailures.values.reduce(0, +)) "
-            + "[\(failures)]), "
+            + "own answer \(ownAnswers), failure the record explains \(strict - ownAnswers) "
+            + "[\(counts(explainedFailures))]), "
             + "excused [\(reasons)]; late replies \(lateReplies) (answers after their call \(answersAfterTheirCall)); "
             + "frames checked \(framesChecked), exempt [\(exempt)]; "
             + "stream state changes \(streamStateChangesChecked); "
@@ -257,16 +257,7 @@ extension ChaosScenario {
         if clock.pendingTimerCount != 0 { violation("\(clock.pendingTimerCount) timers still pending after teardown") }
         if let reader = streamReader, let stalledStream {
             // The stalled stream was finished by teardown: it yields what its buffer kept.
-            let stalledReader = Task { @MainActor in
-                var count = 0
-                var states: [XTalkConnectionState] = []
-                for await event in stalledStream {
-                    count += 1
-                    if case .connectionStateChanged(let state) = event { states.append(state) }
-                }
-                self.streamsEnded += 1
-                return (count, states)
-            }
+            let stalledReader = readToEnd(stalledStream)
             // Both readers end once teardown() has finished their streams; the
             // checker never waits on a stream without a bound (a stream left
             // open would hang the run): cancelling a reader ends its loop.
@@ -308,7 +299,6 @@ extension ChaosScenario {
                 verdicts.append(verdict)
                 switch verdict {
                 case .strict:
-                    tally.strict += 1
                     if case .failed(let error) = wire.outcome {
                         tally.explainedFailures[ChaosTally.kind(of: error), default: 0] += 1
                     } else {
@@ -318,7 +308,6 @@ extension ChaosScenario {
                 case .violation(let problem): violation("#\(call.id) \(call.what): \(wire.text.prefix(40)): \(problem)")
                 }
             }
-            if verdicts.allSatisfy({ if case .strict = $0 { true } else { false } }) { strictCalls.insert(call.id) }
             if let problem = checker.checkCall(call, verdicts: verdicts) {
                 violation("#\(call.id) \(call.what): \(problem)")
             }
@@ -344,14 +333,16 @@ extension ChaosScenario {
                 continue
             }
             tally.sendsCheckedOnAir += 1
-            if let earlier = checker.lateCompletion(of: wire) {
-                guard let frame = earlier, transmitted.contains(Data(frame)) else {
-                    violation(
-                        "#\(call.id) a send that succeeded on an earlier line's late OK and +SENDFIN: "
-                            + "that line's frame is not on air")
-                    continue
-                }
+            switch checker.completion(of: wire) {
+            case .own:
+                break
+            case .lateAnswer(let frame?) where transmitted.contains(Data(frame)):
                 tally.sendsCompletedLate += 1
+                continue
+            case .lateAnswer:
+                violation(
+                    "#\(call.id) a send that succeeded on an earlier line's late OK and +SENDFIN: "
+                        + "that line's frame is not on air")
                 continue
             }
             guard let found = transmitted[cursor...].firstIndex(of: payload) else {
@@ -980,16 +971,21 @@ private final class RecordChecker {
         return nil
     }
 
-    /// For a send an earlier line's late answer completed: the frame that line
-    /// carried, when it was an RF send the device finished with `+SENDFIN:OK`
-    /// (`.some(nil)` otherwise); `nil` for a send completed by its own answer.
-    func lateCompletion(of wire: WireCommand) -> [UInt8]?? {
-        guard let command = lateCompletions[ObjectIdentifier(wire)] else { return nil }
+    /// What completed a send the app was told succeeded.
+    enum SendCompletion {
+        /// Its own answer (or an excuse that needs no other line's).
+        case own
+        /// An earlier line's late answer: the frame that line carried, when it
+        /// was an RF send the device finished with `+SENDFIN:OK`.
+        case lateAnswer(frame: [UInt8]?)
+    }
+
+    func completion(of wire: WireCommand) -> SendCompletion {
+        guard let command = lateCompletions[ObjectIdentifier(wire)] else { return .own }
         guard sendFinishes[command]?.output.lines == ["+SENDFIN:OK"],
-            let text = record.commands.first(where: { $0.number == command })?.text, text.hasPrefix("AT+SEND="),
-            let payload = Hex.decode(text.utf8.dropFirst("AT+SEND=".count))
-        else { return .some(nil) }
-        return .some(payload)
+            let text = record.commands.first(where: { $0.number == command })?.text, text.hasPrefix("AT+SEND=")
+        else { return .lateAnswer(frame: nil) }
+        return .lateAnswer(frame: Hex.decode(text.utf8.dropFirst("AT+SEND=".count)))
     }
 
     /// The late `OK` of another RF send, delivered in `wire`'s window after its

@@ -17,10 +17,10 @@ package final class ChaosScenario {
     /// Draws of the field faults (a stream of their own, so that earlier seeds replay unchanged otherwise).
     private let fieldRandom: SimulatorRandom
     /// What the app does from inside its own callbacks (a stream of its own again).
-    let appRandom: SimulatorRandom
+    private let appRandom: SimulatorRandom
     /// How often the app calls `disconnect()` from inside `onEvent`, on an
     /// event of the connection (0 in most scenarios).
-    let callbackDisconnectChance: Double
+    private let callbackDisconnectChance: Double
     /// The app's `disconnect()` returned, and no state change has been delivered since.
     var disconnectReturned = false
     /// When the user answers the permission prompt; nil: permission was given before.
@@ -93,8 +93,6 @@ package final class ChaosScenario {
     var reportedDecodingLag = false
 
     var tornDown = false
-    /// Calls whose every command line matched the device's record with no exemption.
-    var strictCalls: Set<Int> = []
     /// When the app itself ended pending work (disconnect(), teardown()).
     var appEndedWorkAt: [Duration] = []
 
@@ -236,17 +234,7 @@ package final class ChaosScenario {
         let stream = client.events
         stalledStream = client.events
         let slowReader = random.chance(0.3)
-        streamReader = Task { @MainActor in
-            var count = 0
-            var states: [XTalkConnectionState] = []
-            for await event in stream {
-                count += 1
-                if case .connectionStateChanged(let state) = event { states.append(state) }
-                if slowReader { await Task.yield() }
-            }
-            self.streamsEnded += 1
-            return (count, states)
-        }
+        streamReader = readToEnd(stream, yieldingEach: slowReader)
         if let promptAnswerDelay {
             _ = clock.schedule(after: promptAnswerDelay) { [weak environment] in
                 environment?.answerPermissionPrompt(allow: true)
@@ -512,10 +500,7 @@ package final class ChaosScenario {
             note("link lost (\(loss)) after device byte \(at)")
             peripheral.disconnect(afterDeviceBytes: at, loss)
         default:
-            note("client.disconnect()")
-            appEnded()
-            client.disconnect()
-            disconnectReturned = true
+            disconnectByApp("client.disconnect()")
         }
     }
 
@@ -535,6 +520,25 @@ package final class ChaosScenario {
         calls.append(call)
     }
 
+    /// Reads `stream` to its end, counting events and keeping its state
+    /// changes, then counts the stream in `streamsEnded`; `yieldingEach`: a
+    /// slow reader, which yields after every event.
+    func readToEnd(
+        _ stream: AsyncStream<XTalkBleEvent>, yieldingEach: Bool = false
+    ) -> Task<(count: Int, states: [XTalkConnectionState]), Never> {
+        Task { @MainActor in
+            var count = 0
+            var states: [XTalkConnectionState] = []
+            for await event in stream {
+                count += 1
+                if case .connectionStateChanged(let state) = event { states.append(state) }
+                if yieldingEach { await Task.yield() }
+            }
+            self.streamsEnded += 1
+            return (count, states)
+        }
+    }
+
     /// Switches the client's encoding (the app or an authentication's probe) and notes when.
     private func setEncoding(_ encoding: XTalkAtEncoding, byApp: Bool = true) {
         if byApp { appEncodingSets.append(clock.elapsed) }
@@ -548,13 +552,19 @@ package final class ChaosScenario {
     /// may reach it.
     func disconnectInsideCallback(after event: XTalkBleEvent) {
         guard callbackDisconnectChance > 0, !tornDown, appRandom.chance(callbackDisconnectChance) else { return }
-        note("client.disconnect() from inside onEvent, on \(String(describing: event).prefix(40))")
+        disconnectByApp("client.disconnect() from inside onEvent, on \(String(describing: event).prefix(40))")
+    }
+
+    /// The app calls `disconnect()`: its pending work ends, and until a state
+    /// change nothing more may reach it.
+    private func disconnectByApp(_ what: String) {
+        note(what)
         appEnded()
         client.disconnect()
         disconnectReturned = true
     }
 
-    func appEnded() {
+    private func appEnded() {
         appEndedWorkAt.append(clock.elapsed)
     }
 

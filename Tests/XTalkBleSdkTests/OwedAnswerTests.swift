@@ -24,13 +24,23 @@ struct OwedAnswerTests {
     ) -> ChannelRequestID {
         let timedOut = h.command(first, timeout: .milliseconds(100))
         let id = h.command(next)
+        timeOut(timedOut, after: .milliseconds(100), thenWrites: next, quiet: quiet, &h)
+        return id
+    }
+
+    /// The operation `first`, written with others queued behind it, times out
+    /// after `timeout`, unanswered; the drain ends quiet, or at its bound; the
+    /// line `next` is written.
+    static func timeOut(
+        _ first: ChannelRequestID, after timeout: Duration, thenWrites next: String, quiet: Bool,
+        _ h: inout ChannelHarness
+    ) {
         h.completeWrites()
-        h.fire(.milliseconds(100))
-        #expect(h.outcomes[timedOut] == .failure(.timeout))
+        h.fire(timeout)
+        #expect(h.outcomes[first] == .failure(.timeout))
         if quiet { h.fire(AtChannelStateMachine.defaultDrainQuiet) } else { drainUntilBound(&h) }
         h.completeWrites()
         #expect(h.writtenLines.last == next + "\r\n")
-        return id
     }
 
     @Test("a reply owed past a drain that hit its bound goes to no later command")
@@ -95,12 +105,7 @@ struct OwedAnswerTests {
         var h = ChannelHarness()
         let first = h.send("0102", timeout: .milliseconds(200))
         let second = h.send("0304")
-        h.completeWrites()
-        h.fire(.milliseconds(200))
-        #expect(h.outcomes[first] == .failure(.timeout))
-        Self.drainUntilBound(&h)
-        #expect(h.writtenLines.last == "AT+SEND=0304\r\n")
-        h.completeWrites()
+        Self.timeOut(first, after: .milliseconds(200), thenWrites: "AT+SEND=0304", quiet: false, &h)
         h.receive("+PING:t8\r\nOK\r\n")  // a reply no send gives: up to its final code, another's
         h.receive("OK\r\n+SENDFIN:FAIL,CAD_BUSY\r\n")  // the first send's
         #expect(h.outcomes[second] == nil)
@@ -119,12 +124,7 @@ struct OwedAnswerTests {
         let silent = h.command("AT+PING=t10", timeout: .milliseconds(100))
         let send = h.send("0008C5C9D3C9")
         let next = h.command("AT+PING=t11")
-        h.completeWrites()
-        h.fire(.milliseconds(100))
-        #expect(h.outcomes[silent] == .failure(.timeout))
-        Self.drainUntilBound(&h)
-        #expect(h.writtenLines.last == "AT+SEND=0008C5C9D3C9\r\n")
-        h.completeWrites()
+        Self.timeOut(silent, after: .milliseconds(100), thenWrites: "AT+SEND=0008C5C9D3C9", quiet: false, &h)
         h.receive("OK\r\n")  // taken as the silent command's: a reply was owed
         #expect(h.outcomes[send] == nil)
         h.receive("+SENDFIN:OK\r\n")
@@ -219,12 +219,7 @@ struct OwedAnswerTests {
         let first = h.send("0001", timeout: .milliseconds(100))
         let second = h.send("0002")
         let query = h.command("AT+PING=t2")
-        h.completeWrites()
-        h.fire(.milliseconds(100))
-        #expect(h.outcomes[first] == .failure(.timeout))
-        h.fire(AtChannelStateMachine.defaultDrainQuiet)
-        h.completeWrites()
-        #expect(h.writtenLines.last == "AT+SEND=0002\r\n")
+        Self.timeOut(first, after: .milliseconds(100), thenWrites: "AT+SEND=0002", quiet: true, &h)
         h.receive("OK\r\n+SENDFIN:FAIL,CAD_BUSY\r\n")  // the first send's, late: taken by the second
         #expect(h.outcomes[second] == .failure(.writeFailed("the radio could not send the frame: CAD_BUSY")))
         h.completeWrites()

@@ -107,8 +107,7 @@ struct StaleLineRules {
         garbledAnswersMayFollow = garbledAnswersMayFollow || owesReply
         // Those in the old encoding decode again should the channel switch
         // back (an encoding probe that guessed wrong): they are late answers.
-        lateAnswersMayFollow = lateAnswersMayFollow || owesReply
-        lateSendAnswersMayFollow = lateSendAnswersMayFollow || owedReplies.contains(where: \.isSend)
+        owedRepliesMayComeLate()
         forgetCounts()
     }
 
@@ -233,8 +232,7 @@ struct StaleLineRules {
     /// A drain ended because the channel was quiet for the drain period:
     /// nothing earlier is owed any more, but what was owed may still come late.
     mutating func drainEndedQuiet() {
-        lateAnswersMayFollow = lateAnswersMayFollow || owesReply
-        lateSendAnswersMayFollow = lateSendAnswersMayFollow || owedReplies.contains(where: \.isSend)
+        owedRepliesMayComeLate()
         forgetCounts()
     }
 
@@ -245,6 +243,13 @@ struct StaleLineRules {
         garbledAnswersMayFollow = false
         lateAnswersMayFollow = false
         lateSendAnswersMayFollow = false
+    }
+
+    /// The replies still owed are no longer counted, but may still come late:
+    /// any reply (`lateAnswersMayFollow`), and an RF send's in particular.
+    private mutating func owedRepliesMayComeLate() {
+        lateAnswersMayFollow = lateAnswersMayFollow || owesReply
+        lateSendAnswersMayFollow = lateSendAnswersMayFollow || owedReplies.contains(where: \.isSend)
     }
 
     /// The counts of replies and `+SENDFIN:` lines owed start again from none.
