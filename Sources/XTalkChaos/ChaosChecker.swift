@@ -100,7 +100,10 @@ extension ChaosScenario {
         switch event {
         case .connectionStateChanged(let state):
             stateChanges.append(state)
-            if appState == .connected, state != .connected { linkDowns.append(clock.elapsed) }
+            if appState == .connected, state != .connected {
+                linkDowns.append(clock.elapsed)
+                if linkDownOf[peripheral.connections] == nil { linkDownOf[peripheral.connections] = clock.elapsed }
+            }
             appState = state
             return
         case .passthroughRaw:
@@ -313,6 +316,7 @@ extension ChaosScenario {
             }
         }
         checkSendsOnAir(checker)
+        for problem in checker.linesWrittenWhileQuiet() { violation(problem) }
         tally.lateReplies = checker.lateReplies
         tally.answersAfterTheirCall = checker.answersAfterTheirCall
         let resets = decoderResets.map(checker.resetWindow(at:))
@@ -739,19 +743,33 @@ private final class RecordChecker {
         _ wire: WireCommand, _ lines: [String], own: (XTalkDeviceRecord.Command, Relation)?,
         expected: [String]
     ) -> Verdict {
+        guard let endedAt = wire.endedAt else { return .violation("never ended") }
+        /// Only an answer still arriving when the window closed may be cut short:
+        /// every line the host had whole before then is in the window.
+        func mayBeCut(_ emission: XTalkDeviceRecord.Emission?) -> Bool {
+            emission?.deliveredAt.map { $0 >= endedAt } ?? true
+        }
         var rest = lines[...]
         var late = 0
+        let ownCut = mayBeCut(own.flatMap { answers[$0.0.number] })
         while true {
             let echoed = [wire.text] + expected
-            if own?.1 == .exact, expected.starts(with: rest) || (late > 0 && echoed.starts(with: rest)) {
+            if own?.1 == .exact,
+                ownCut
+                    ? expected.starts(with: rest) || (late > 0 && echoed.starts(with: rest))
+                    : rest.elementsEqual(expected) || (late > 0 && rest.elementsEqual(echoed))
+            {
                 return late > 0 ? .excused("late reply") : .strict
             }
             guard let (emission, length) = lateReply(for: wire, matchingPrefixOf: Array(rest)) else {
                 // The window closed in the middle of a late reply: its first lines.
-                if let partial = candidates(for: wire).first(where: {
-                    $0.output.lines.starts(with: rest)
-                        || (scenario.firmwareEchoes && $0.output.lines.dropFirst().starts(with: rest))
-                }) {
+                if !rest.isEmpty,
+                    let partial = candidates(for: wire).first(where: {
+                        mayBeCut($0)
+                            && ($0.output.lines.starts(with: rest)
+                                || (scenario.firmwareEchoes && $0.output.lines.dropFirst().starts(with: rest)))
+                    })
+                {
                     consume(partial)
                     return .excused("late reply")
                 }
@@ -1047,12 +1065,15 @@ private final class RecordChecker {
         guard let connection = emission.connection else { return false }
         // It completed with an earlier command's late reply (itself checked): its own
         // answer is owed and displaced to the next command, and no drain follows a success.
-        if owner.successOutcome != nil, let ended = owner.endedAt, didNotGetOwnAnswer(owner) {
+        if !owner.noWait, owner.successOutcome != nil, let ended = owner.endedAt, didNotGetOwnAnswer(owner) {
             return owner.epoch == connection && first >= ended
         }
-        if owner.noWait, owner.epoch == connection {
-            // A no-wait window closes at the first final code (maybe a late one), and no drain follows it.
-            return first >= owner.madeAt
+        // A no-wait window closes at its first final code, and no drain follows it:
+        // when another line's final code came first, its own answer is late.
+        if owner.noWait, owner.epoch == connection, let closed = noWaitClosedEarly(owner, before: emission),
+            first >= closed
+        {
+            return true
         }
         // Otherwise only a delay explains a late reply: the device's (slow processing, a
         // reply-delay fault) or the link's (the answer queued behind other notifications).
@@ -1071,6 +1092,28 @@ private final class RecordChecker {
         }
         guard let gaveUp = owner.gaveUpAt else { return false }
         return first >= gaveUp + ChaosScenario.drainQuiet
+    }
+
+    /// When another line's final result code, delivered after a no-wait line
+    /// went out and in front of `answer` (its own answer) in the connection's
+    /// stream, could have closed its window: an `OK` or `ERROR` closes a
+    /// command's, an `ERROR` or a `+SENDFIN:` a send's (an `OK` only accepts it).
+    private func noWaitClosedEarly(_ wire: WireCommand, before answer: XTalkDeviceRecord.Emission) -> Duration? {
+        guard let written = writeTime(of: wire) else { return nil }
+        let send = wire.text.hasPrefix("AT+SEND=")
+        return record.emissions.lazy.compactMap { other -> Duration? in
+            guard other.number < answer.number, other.connection == answer.connection,
+                let delivered = other.deliveredAt, delivered >= written,
+                delivered <= wire.madeAt + wire.timeout
+            else { return nil }
+            switch other.output.kind {
+            case .answer(_?):
+                let final = other.output.lines.last
+                return final == "ERROR" || (!send && final == "OK") ? delivered : nil
+            case .sendFinished: return send ? delivered : nil
+            case .answer(nil), .ready, .radioFrame, .crcError, .line, .raw, .noise: return nil
+            }
+        }.first
     }
 
     /// A command that completed with other lines than its own answer (excused): its answer is still owed.
@@ -1149,19 +1192,231 @@ private final class RecordChecker {
         return (time, to)
     }
 
-    /// A no-wait call may find the channel busy while another operation, window or drain may be active.
+    /// A no-wait call may find the channel busy only while something holds
+    /// it, on the call's own connection: an operation (queued or on the wire),
+    /// the drain after one that gave up, a no-wait window and its drain, an
+    /// exclusive session, or the quarantine that opened the connection.
     private func channelWasBusy(at time: Duration, besides wire: WireCommand) -> Bool {
-        let settling = ChaosScenario.drainBound
-        for other in wires where other !== wire && other.madeAt <= time {
-            guard let ended = other.endedAt else { return true }
-            let holds = other.noWait ? other.madeAt + other.timeout : ended
-            if holds + settling >= time { return true }
+        for other in wires where other !== wire && other.epoch == wire.epoch && other.madeAt <= time {
+            if time <= mayHoldUntil(other) { return true }
         }
-        // A new connection quarantines the channel until the previous one's deadlines.
-        return record.connectedAt.values.contains { $0 <= time && time <= $0 + .seconds(6) }
-            || scenario.calls.contains { call in
-                if case .session = call.expectation, call.madeAt <= time, (call.endedAt ?? time) >= time { return true }
-                return false
+        if let ready = readyAt[wire.epoch], let until = quarantineMayHoldUntil(wire.epoch), ready <= time,
+            time <= until
+        {
+            return true
+        }
+        return scenario.calls.contains { call in
+            if case .session = call.expectation, call.epoch == wire.epoch, call.madeAt <= time,
+                (call.endedAt ?? time) >= time
+            {
+                return true
             }
+            return false
+        }
+    }
+
+    /// The latest the channel can have been held by `wire` and what followed
+    /// it: until it ended, and a bounded drain (from when its line had gone
+    /// out) when it gave up; a no-wait window until its own final code when
+    /// nothing else was owed, otherwise its whole window and a drain.
+    private func mayHoldUntil(_ wire: WireCommand) -> Duration {
+        guard let ended = wire.endedAt else { return .seconds(1_000_000) }
+        let drainBound = ChaosScenario.drainBound
+        if wire.noWait {
+            guard case .accepted? = wire.outcome else { return ended }
+            if let closed = noWaitSurelyClosed(wire) { return closed }
+            return wire.madeAt + wire.timeout + drainBound + (writeTime(of: wire) == nil ? writeAnywayMargin : .zero)
+        }
+        guard wire.gaveUpAt != nil || mayHaveDrained(wire) else { return ended }
+        return max(ended, lineEnd(of: wire) ?? ended + writeAnywayMargin) + drainBound
+    }
+
+    /// How long the rest of a line may still have been going out after its
+    /// call ended, when the record does not show its end: a ready flag a lost
+    /// callback left false holds the pump up to `writeReadyTimeout`.
+    private var writeAnywayMargin: Duration { ChaosScenario.writeAnywayBound + .milliseconds(500) }
+
+    /// A failure that may have left the channel draining (the operation held
+    /// the channel), as opposed to one it never reached it with.
+    private func mayHaveDrained(_ wire: WireCommand) -> Bool {
+        guard let error = wire.failure as? XTalkBleError else { return wire.failure != nil }
+        switch error {
+        case .notConnected, .notReady, .busy: return false
+        default: return true
+        }
+    }
+
+    /// When the last byte of `wire`'s line was handed to the link, if the record shows its whole line.
+    private func lineEnd(of wire: WireCommand) -> Duration? {
+        guard let written = writeTime(of: wire), let stream = hostStreams[wire.epoch] else { return nil }
+        let plain = Array((wire.text + "\r\n").utf8)
+        for line in [plain, plain.map { $0 ^ 0x5A }] {
+            guard let start = stream.indices.first(where: { stream[$0].at == written && stream[$0].byte == line[0] }),
+                start + line.count <= stream.count,
+                (0..<line.count).allSatisfy({ stream[start + $0].byte == line[$0] })
+            else { continue }
+            return stream[start + line.count - 1].at
+        }
+        return nil
+    }
+
+    /// When a no-wait window surely closed at its own final result code: its
+    /// own answer (a send's `+SENDFIN:` or `ERROR`) arrived whole within the
+    /// window, and no earlier line on its connection could still have been
+    /// owed an answer (then that answer could have been taken for it).
+    private func noWaitSurelyClosed(_ wire: WireCommand) -> Duration? {
+        guard let written = writeTime(of: wire), let own = ownCommand(of: wire), own.1 == .exact else { return nil }
+        let closing: XTalkDeviceRecord.Emission?
+        if wire.text.hasPrefix("AT+SEND=") {
+            let answer = answers[own.0.number]
+            closing = answer?.output.lines.last == "ERROR" ? answer : sendFinishes[own.0.number]
+        } else {
+            closing = answers[own.0.number]
+        }
+        guard let closing, closing.deliveredWhole, let closed = closing.deliveredAt,
+            closed <= wire.madeAt + wire.timeout
+        else { return nil }
+        for other in wires where other !== wire && other.epoch == wire.epoch {
+            guard let otherWritten = writeTime(of: other), otherWritten < written else { continue }
+            let answered = ownCommand(of: other).flatMap { answers[$0.0.number] }?.deliveredAt.map { $0 < written }
+            if answered != true && (other.gaveUpAt != nil || other.noWait || didNotGetOwnAnswer(other)) { return nil }
+        }
+        return closed
+    }
+
+    // MARK: Quiet periods
+
+    /// When each connection's channel opened (the client logs its passthrough
+    /// ready once a connection): what the quarantine counts from.
+    private lazy var readyAt: [Int: Duration] = {
+        var ready: [Int: Duration] = [:]
+        for time in scenario.trafficLog.readyTimes {
+            guard
+                let connection = record.connectedAt.filter({ $0.value <= time }).max(by: { $0.value < $1.value })?.key,
+                ready[connection] == nil
+            else { continue }
+            ready[connection] = time
+        }
+        return ready
+    }()
+
+    /// The connection before `connection` whose channel opened: what it left
+    /// behind (answers still owed, a cut line) is handed to this one.
+    private func previousOpened(before connection: Int) -> Int? {
+        readyAt.keys.filter { $0 < connection }.max()
+    }
+
+    /// The latest a reconnect's quarantine can have held the channel: until
+    /// the old connection's latest timer deadline (an operation's window, a
+    /// no-wait window, a drain's bound, a quarantine of its own), at least the
+    /// drain bound after the channel opened when a line may have been cut,
+    /// and then its bound (the drain bound) at most. nil: no quarantine.
+    private func quarantineMayHoldUntil(_ connection: Int) -> Duration? {
+        if let known = quarantineEnds[connection] { return known }
+        guard let ready = readyAt[connection], let previous = previousOpened(before: connection) else { return nil }
+        let down = scenario.linkDownOf[previous] ?? ready
+        var deadline = Duration.zero
+        var cut = false
+        for wire in wires where wire.epoch == previous && wire.madeAt <= down {
+            let ended = wire.endedAt ?? down
+            if wire.noWait {
+                guard case .accepted? = wire.outcome else { continue }
+                deadline = max(deadline, wire.madeAt + wire.timeout + ChaosScenario.drainBound)
+            } else if ended >= down {
+                deadline = max(deadline, (writeTime(of: wire) ?? down) + wire.timeout)
+            } else {
+                let held = mayHoldUntil(wire)
+                if held >= down { deadline = max(deadline, held) }
+            }
+            // A line handed to the link is not known to have arrived until the link
+            // takes more: one in flight at the end, or written just before it, may be cut.
+            if let written = writeTime(of: wire), written <= down, ended >= down || written + writeAnywayMargin >= down
+            {
+                cut = true
+            }
+        }
+        if let earlier = quarantineMayHoldUntil(previous), earlier >= down { deadline = max(deadline, earlier) }
+        var until: Duration? = nil
+        if cut || deadline > ready {
+            until = max(deadline, cut ? ready + ChaosScenario.drainBound : .zero) + ChaosScenario.drainBound
+        }
+        quarantineEnds[connection] = until
+        return until
+    }
+
+    private var quarantineEnds: [Int: Duration?] = [:]
+
+    /// The earliest the drain after `wire` can have ended, when one surely
+    /// followed it: it timed out or was cancelled after its line went out.
+    /// The drain is quiet for 150 ms after that, and after every answer the
+    /// host received meanwhile, up to its bound (1 s).
+    private func surelyDrainedUntil(_ wire: WireCommand) -> Duration? {
+        guard !wire.noWait, let error = wire.failure as? XTalkBleError, let ended = wire.endedAt,
+            let written = writeTime(of: wire), written <= ended
+        else { return nil }
+        switch error {
+        case .timeout, .cancelled: break
+        default: return nil
+        }
+        let bound = ended + ChaosScenario.drainBound
+        var until = ended + ChaosScenario.drainQuiet
+        let deliveries = record.emissions.compactMap { emission -> Duration? in
+            // (Read in the other encoding, an answer may end no line the client sees.)
+            guard emission.connection == wire.epoch, case .answer = emission.output.kind,
+                let delivered = emission.deliveredAt, delivered >= ended, delivered < bound,
+                scenario.inRightEncoding(from: emission.at, to: delivered)
+            else { return nil }
+            return delivered
+        }
+        for delivered in deliveries.sorted() where delivered < until {
+            until = min(max(until, delivered + ChaosScenario.drainQuiet), bound)
+        }
+        return until
+    }
+
+    /// The earliest a reconnect's quarantine can have ended: not before the
+    /// window of the operation the old link failed in the middle (its timer
+    /// runs from its turn, no earlier than its call), nor before the bound of
+    /// a drain still going on when the link ended.
+    private func surelyQuarantinedUntil(_ connection: Int) -> Duration? {
+        guard let ready = readyAt[connection], let previous = previousOpened(before: connection),
+            let down = scenario.linkDownOf[previous]
+        else { return nil }
+        var until = Duration.zero
+        for wire in wires where wire.epoch == previous && !wire.noWait {
+            guard let written = writeTime(of: wire), written <= down, let ended = wire.endedAt else { continue }
+            if ended >= down, wire.failure != nil {
+                until = max(until, wire.madeAt + wire.timeout)
+            } else if let drained = surelyDrainedUntil(wire), drained > down {
+                until = max(until, ended + ChaosScenario.drainBound)
+            }
+        }
+        return until > ready ? until : nil
+    }
+
+    /// No command line went out while the channel was surely quiet: in the
+    /// drain after an operation that timed out or was cancelled, or in the
+    /// quarantine that opens a connection after one the link ended in the
+    /// middle of an operation or a drain.
+    func linesWrittenWhileQuiet() -> [String] {
+        var problems: [String] = []
+        let written = wires.compactMap { wire in writeTime(of: wire).map { (wire, $0) } }
+        for wire in wires {
+            guard let until = surelyDrainedUntil(wire), let ended = wire.endedAt else { continue }
+            for (other, at) in written where other !== wire && other.epoch == wire.epoch && at >= ended && at < until {
+                problems.append(
+                    "\(other.text) went out at \(at), in the drain after \(wire.text) ended at \(ended) "
+                        + "(quiet until \(until) at the earliest)")
+            }
+        }
+        for (connection, ready) in readyAt {
+            guard let until = surelyQuarantinedUntil(connection) else { continue }
+            for (other, at) in written where other.epoch == connection && at >= ready && at < until {
+                problems.append(
+                    "\(other.text) went out at \(at), in the quarantine of connection \(connection) "
+                        + "(the previous connection's answers were owed until \(until) at the earliest)")
+            }
+        }
+        return problems
     }
 }

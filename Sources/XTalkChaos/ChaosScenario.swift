@@ -18,6 +18,8 @@ package final class ChaosScenario {
     private let fieldRandom: SimulatorRandom
     /// What the app does from inside its own callbacks (a stream of its own again).
     private let appRandom: SimulatorRandom
+    /// The app's follow-ups to an accepted no-wait call, drawn apart.
+    private let followUpRandom: SimulatorRandom
     /// How often the app calls `disconnect()` from inside `onEvent`, on an
     /// event of the connection (0 in most scenarios).
     private let callbackDisconnectChance: Double
@@ -41,7 +43,7 @@ package final class ChaosScenario {
     var peripheral: XTalkSimulatedPeripheral { environment.peripherals[0] }
 
     var trace: [String] = []
-    private let trafficLog: TrafficLog
+    let trafficLog: TrafficLog
     let traceTraffic: Bool
     var violations: [String] = []
     var calls: [ChaosCall] = []
@@ -81,6 +83,8 @@ package final class ChaosScenario {
     private var authenticating: ChaosCall?
     /// When the client stopped being connected (link lost, disconnect, power off).
     var linkDowns: [Duration] = []
+    /// The same, by the device's connection number then (the first time for each).
+    var linkDownOf: [Int: Duration] = [:]
     /// Each radio frame's index → its emission number in the device's record.
     var frameEmissions: [UInt32: Int] = [:]
     /// Since when the device has been disconnected / connected, as the checker last looked.
@@ -141,6 +145,7 @@ package final class ChaosScenario {
         promptAnswerDelay = field.chance(0.1) ? .milliseconds(field.int(in: 0...800)) : nil
         let app = SimulatorRandom(seed: seed ^ 0xCA11_BAC)
         appRandom = app
+        followUpRandom = SimulatorRandom(seed: seed ^ 0xF0_110F)
         callbackDisconnectChance = app.chance(0.25) ? app.pick([0.02, 0.1, 0.3]) : 0
         device.firmware = firmware
         device.link.mtu = random.pick([23, 64, 185, 247])
@@ -166,9 +171,11 @@ package final class ChaosScenario {
         options.eventBufferLimit = Self.eventBufferLimit
         let traffic = TrafficLog()
         trafficLog = traffic
-        if traceTraffic {
-            options.logLevel = .debug
-            options.logHandler = { [clock] level, message in traffic.append("[\(clock.elapsed)] \(level): \(message)") }
+        if traceTraffic { options.logLevel = .debug }
+        options.logHandler = { [clock, traceTraffic] level, message in
+            // When each connection's channel opened (and took over what the previous one left).
+            if message.hasPrefix("passthrough ready") { traffic.noteReady(at: clock.elapsed) }
+            if traceTraffic { traffic.append("[\(clock.elapsed)] \(level): \(message)") }
         }
         client = XTalkBleClient(simulator: environment, options: options)
         client.injectedFaults = faults.client
@@ -334,7 +341,8 @@ package final class ChaosScenario {
         return "t\(nextToken)"
     }
 
-    private func startCommand(collect: Bool) {
+    private func startCommand(collect: Bool, drawingFrom random: SimulatorRandom? = nil) {
+        let random = random ?? self.random
         let token = token()
         let timeout = collect ? random.pick([60, 250, 800]) : random.pick([80, 400, 3_000])
         let mode: XTalkAtResponseMode = collect ? .collectUntilTimeout : .automatic
@@ -407,6 +415,12 @@ package final class ChaosScenario {
         call.complete(catching: {
             try self.trackingNoWait(wire) { try self.client.sendAtCommandNoWait("AT+PING=" + token) }
         })
+        // Half the time the app asks the device something right after (its
+        // follow-up waits for the no-wait window to close); a window that
+        // collects every line shows whose answer it got.
+        if call.succeeded, followUpRandom.chance(0.5) {
+            startCommand(collect: followUpRandom.chance(0.5), drawingFrom: followUpRandom)
+        }
     }
 
     private func noWaitRf() {
@@ -660,8 +674,12 @@ package enum ChaosSeeds {
 final class TrafficLog: @unchecked Sendable {
     private let lock = NSLock()
     private var entries: [String] = []
+    private var ready: [Duration] = []
     func append(_ line: String) { lock.withLock { entries.append(line) } }
     var lines: [String] { lock.withLock { entries } }
+    /// The client logged that a connection's passthrough is ready.
+    func noteReady(at time: Duration) { lock.withLock { ready.append(time) } }
+    var readyTimes: [Duration] { lock.withLock { ready } }
 }
 
 /// What a scenario found.

@@ -298,7 +298,7 @@ struct ChaosCommandTests {
         let result = await xtalkRealTime(["chaos", "--self-test", "--scenarios", "200", "--json"])
         #expect(result.code == 0, "\(result.stderr)")
         let records = result.records(ofType: "self_test")
-        #expect(records.count == 17)
+        #expect(records.count == 23)
         #expect(records.allSatisfy { $0["flagged"] as? Bool == true && $0["scenario"] is Int }, "\(records)")
         let names = Set(records.compactMap { $0["fault"] as? String })
         #expect(names.contains("drain skipped") && names.contains("a full stream drops a state change"))
@@ -307,5 +307,9 @@ struct ChaosCommandTests {
         #expect(names.contains("a timeout twice as long as asked"))
         #expect(names.contains("queued events delivered after a disconnect"))
         #expect(names.contains("teardown leaves the event streams open"))
+        #expect(names.contains("a collect window drops its last line") && names.contains("a late success"))
+        #expect(names.contains("a short no-wait window") && names.contains("a spurious busy after a success"))
+        #expect(names.contains("a no-wait call written during a drain"))
+        #expect(names.contains("a quarantine ends at the earliest timer"))
     }
 }

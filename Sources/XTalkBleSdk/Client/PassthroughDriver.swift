@@ -98,7 +98,9 @@ final class PassthroughDriver {
     func close(error: XTalkBleError) -> LeftBehind? {
         // Whether the device got our last line whole is unknowable when the link
         // dropped while a line was going out (handed to the platform is not delivered).
-        let owedUntil = channel.owesAnswers ? timerDeadlines.values.max() : nil
+        let deadlines = timerDeadlines.values
+        let owedUntil =
+            channel.owesAnswers ? (faults.quarantinesUntilEarliestTimer ? deadlines.min() : deadlines.max()) : nil
         let cut = pump.isBusy || channel.isWriting ? channel.lastLineEncoding : nil
         isOpen = false
         perform(channel.disconnected(error))

@@ -110,7 +110,7 @@ struct AtChannelStateMachine {
         let id: ChannelRequestID
         let text: String
         var kind: Kind
-        let timer: ChannelTimerID
+        var timer: ChannelTimerID
         var lines: [String] = []
         /// The device echoed our line: every reply owed before it has ended.
         var echoed = false
@@ -430,17 +430,22 @@ struct AtChannelStateMachine {
         text: String, kind: Isolation.Kind, window: Duration, owner: ChannelRequestID?
     ) throws(XTalkBleError) -> [ChannelAction] {
         assertOwnerWasGranted(owner)
+        var actionsBeforeWrite: [ChannelAction] = []
         switch state {
         case .closed: throw .notConnected
+        case .draining(let drain) where faults.acceptsNoWaitDuringDrain:
+            for timer in [drain.quietTimer, drain.boundTimer, drain.floorTimer].compactMap({ $0 }) {
+                actionsBeforeWrite.append(.cancelTimer(timer))
+            }
         case .transaction, .isolation, .draining: throw .busy
         case .idle: break
         case .modifying: Self.modifyingEscaped()
         }
         if let session = operations.activeSession, session != owner { throw .busy }
-        var actions: [ChannelAction] = []
+        var actions = actionsBeforeWrite
         let timer = ChannelTimerID(raw: makeID())
         write(text, into: &actions)
-        actions.append(.startTimer(timer, window))
+        actions.append(.startTimer(timer, faults.shortNoWaitWindow && kind == .command ? window / 1_000 : window))
         state = .isolation(
             Isolation(
                 kind: kind, text: text, timer: timer,
@@ -590,11 +595,21 @@ struct AtChannelStateMachine {
         var actions: [ChannelAction] = []
         if operations.timerFired(id, into: &actions) { return actions }  // (the timesOutFromCall fault)
         switch state {
-        case .transaction(let transaction) where transaction.timer == id:
+        case .transaction(var transaction) where transaction.timer == id:
+            if faults.waitsOutAPartialAnswer, !transaction.sawFinalCode,
+                transaction.echoed || !transaction.lines.isEmpty || framer.hasPartialLine,
+                case .command(.automatic, _) = transaction.kind
+            {
+                transaction.timer = startTimer(drainBound / 2, into: &actions)
+                state = .transaction(transaction)
+                return actions
+            }
             endTransaction(transaction)
             switch transaction.kind {
             case .command(.collectUntilTimeout, _):
-                actions.append(.succeed(transaction.id, transaction.lines))
+                var lines = transaction.lines
+                if faults.collectDropsLastLine && lines.count > 1 { lines.removeLast() }
+                actions.append(.succeed(transaction.id, lines))
                 // A window that ended cleanly needs no quarantine; garbage,
                 // a missing final code or a partial line might be followed by more.
                 // Without its final code, the command's answer is still owed:
@@ -609,7 +624,11 @@ struct AtChannelStateMachine {
                 startDrain(leaving: transaction.owedAnswer, into: &actions)
             }
         case .isolation(let isolation) where isolation.timer == id:
-            startDrain(leaving: isolation.owedAnswer, into: &actions)
+            if faults.shortNoWaitWindow {
+                becomeIdle(into: &actions)
+            } else {
+                startDrain(leaving: isolation.owedAnswer, into: &actions)
+            }
         case .draining(var drain):
             if drain.boundTimer == id {
                 // Not quiet: what the device owes may still come (it keeps its place).
@@ -923,7 +942,11 @@ struct AtChannelStateMachine {
                     }
                     actions.append(.succeed(transaction.id, lines))
                     endTransaction(transaction)
-                    becomeIdle(into: &actions)
+                    if faults.drainsAfterSuccess {
+                        startDrain(leaving: nil, into: &actions)
+                    } else {
+                        becomeIdle(into: &actions)
+                    }
                 } else {
                     state = .transaction(transaction)
                 }

@@ -35,6 +35,25 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
     package var keepsQueuedEventsAfterDisconnect = false
     /// `teardown()` forgets the `events` streams without finishing them: their readers wait for good.
     package var teardownLeavesStreamsOpen = false
+    /// A `.collectUntilTimeout` window that collected several lines returns all but the last.
+    package var collectDropsLastLine = false
+    /// An automatic command whose answer has begun (its echo, a line, part of
+    /// one) when its window ends waits a little longer for the rest (and may
+    /// succeed late).
+    package var waitsOutAPartialAnswer = false
+    /// A no-wait command's isolation window ends after a thousandth of its
+    /// time (3 ms, not 3 s: before any answer comes), as if answered: no
+    /// drain, nothing left owed.
+    package var shortNoWaitWindow = false
+    /// An automatic command's success leaves the channel draining (a quiet
+    /// period nothing is owed for): no-wait calls meanwhile throw `.busy`.
+    package var drainsAfterSuccess = false
+    /// A no-wait call made while the channel drains after a timeout or a
+    /// cancellation is written at once, ending the drain.
+    package var acceptsNoWaitDuringDrain = false
+    /// A reconnect's quarantine lasts until the earliest deadline the old
+    /// connection had running, not the latest.
+    package var quarantinesUntilEarliestTimer = false
 
     package init() {}
 
@@ -56,6 +75,12 @@ package struct XTalkInjectedFaults: Sendable, Equatable {
             ("a timeout twice as long as asked", \.doublesTimeouts),
             ("queued events delivered after a disconnect", \.keepsQueuedEventsAfterDisconnect),
             ("teardown leaves the event streams open", \.teardownLeavesStreamsOpen),
+            ("a collect window drops its last line", \.collectDropsLastLine),
+            ("a late success", \.waitsOutAPartialAnswer),
+            ("a short no-wait window", \.shortNoWaitWindow),
+            ("a spurious busy after a success", \.drainsAfterSuccess),
+            ("a no-wait call written during a drain", \.acceptsNoWaitDuringDrain),
+            ("a quarantine ends at the earliest timer", \.quarantinesUntilEarliestTimer),
         ]
         return paths.map { name, path in
             var faults = XTalkInjectedFaults()
